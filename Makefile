@@ -1,0 +1,45 @@
+# The two commands a new user needs: `make run` (the quick-start pipeline) and `make test`.
+# Both create .venv and install everything pinned in constraints.txt on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+CONFIG ?= configs/quickstart.yaml
+ARGS   ?=
+
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_LOGGING_LEVEL ?= WARNING
+export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
+
+.PHONY: run test test-fast bench ui lint clean-venv
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/tabula run --config $(CONFIG) $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" $(ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[bench]'
+	mkdir -p bench/results
+	for b in engine network selfplay train; do \
+		[ -f bench/$$b.py ] && $(BIN)/python bench/$$b.py --json bench/results/$$b.json || exit 1; \
+	done
+
+ui: $(STAMP)
+	$(BIN)/tabula ui
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+clean-venv:
+	rm -rf $(VENV)

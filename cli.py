@@ -1,0 +1,88 @@
+"""The `tabula` command: a thin Typer shell over the functions the tasks and flows call.
+
+Every command takes `--config FILE` (default: the embedded quick-start config) and any number of
+`--set section.key=value` overrides. Expected failures (bad config, missing or corrupt files,
+illegal moves) print one line and exit with code 2; nothing here holds logic of its own.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    name="tabula",
+    help="AlphaGo Zero as a reproducible pipeline: self-play, training, gating, lineage.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML config (default: embedded quick-start).")
+]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", help="Override a field: section.key=value (repeatable).")
+]
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.echo(f"tabula: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def expected_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn the project's expected errors (ValueError subclasses, missing files) into exit 2."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+            first = str(exc).strip().splitlines()
+            _fail(first[0] if first else type(exc).__name__)
+        except KeyboardInterrupt:
+            _fail("interrupted", code=130)
+
+    return wrapper
+
+
+def _config(config: Path | None, overrides: list[str] | None):
+    from tabula.config import load_config
+
+    return load_config(config, overrides or ())
+
+
+@app.command()
+@expected_errors
+def gtp(
+    model: Annotated[
+        str, typer.Option(help="'random', a checkpoint path or models:/NAME@ALIAS.")
+    ] = "random",
+    player: Annotated[str | None, typer.Option(help="Alias of --model (e.g. --player random).")] = None,
+    simulations: Annotated[int | None, typer.Option(help="MCTS simulations per move.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for the player's randomness.")] = 0,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Speak GTP version 2 on stdin/stdout (for GoGui, Sabaki, GnuGo matches)."""
+    from tasks.players import make_player
+    from tabula.gtp import serve
+
+    cfg = _config(config, set_)
+    spec = player or model
+    gtp_player = make_player(spec, cfg, simulations=simulations, seed=seed)
+    serve(gtp_player, sys.stdin, sys.stdout, size=cfg.rules.board_size, komi=cfg.rules.komi)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
