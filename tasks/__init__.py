@@ -1,0 +1,1 @@
+"""tasks: one side effect each (files, MLflow, DVC), thin wrappers over the pure core."""
