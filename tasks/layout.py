@@ -1,0 +1,159 @@
+"""Where a run's files live, how finished stages are marked, and the run lock.
+
+```
+data/<run>/
+  params.yaml              the run's resolved config, frozen at its first start
+  champion.json            the current best checkpoint (atomic pointer)
+  results/                 every game result of the run (the Elo table grows here)
+  iter-0000/model/         the randomly initialised network that starts the run
+  iter-NNNN/
+    dvc.yaml, dvc.lock     the iteration's stages and their recorded hashes
+    selfplay/worker-WW/    shards and sample SGFs of one self-play worker
+    model/                 the exported checkpoint (model.pt) and Lightning's train.ckpt
+    match/                 gating evidence, match SGFs and results
+    state/STAGE.json       written last by each stage: the stage is finished
+```
+
+A stage is finished exactly when its ``state/STAGE.json`` exists; outputs of unfinished stages
+are removed and rebuilt from their seeds on resume, so nothing is duplicated.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STAGES = ("selfplay", "train", "evaluate", "promote")
+
+
+class RunLockedError(ValueError):
+    """Another pipeline holds the run's lock."""
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """Paths of one run under ``project/data_dir/run``."""
+
+    project: Path
+    data_dir: str
+    run: str
+
+    @property
+    def root(self) -> Path:
+        return self.project / self.data_dir / self.run
+
+    @property
+    def params(self) -> Path:
+        return self.root / "params.yaml"
+
+    @property
+    def champion(self) -> Path:
+        return self.root / "champion.json"
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results"
+
+    def iteration(self, i: int) -> Path:
+        return self.root / f"iter-{i:04d}"
+
+    def stage_file(self, i: int) -> Path:
+        return self.iteration(i) / "dvc.yaml"
+
+    def selfplay(self, i: int) -> Path:
+        return self.iteration(i) / "selfplay"
+
+    def worker(self, i: int, w: int) -> Path:
+        return self.selfplay(i) / f"worker-{w:02d}"
+
+    def model_dir(self, i: int) -> Path:
+        return self.iteration(i) / "model"
+
+    def model(self, i: int) -> Path:
+        return self.model_dir(i) / "model.pt"
+
+    def trainer_ckpt(self, i: int) -> Path:
+        return self.model_dir(i) / "train.ckpt"
+
+    def match(self, i: int) -> Path:
+        return self.iteration(i) / "match"
+
+    def marker(self, i: int, stage: str) -> Path:
+        return self.iteration(i) / "state" / f"{stage}.json"
+
+    def rel(self, path: Path) -> str:
+        return str(path.resolve().relative_to(self.project.resolve()))
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically: a temp name in the same folder, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True, default=str)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path) -> Any | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def stage_done(layout: RunLayout, i: int, stage: str) -> dict[str, Any] | None:
+    """The recorded result of a finished stage, or None when it has to (re)run."""
+    return read_json(layout.marker(i, stage))
+
+
+def mark_done(layout: RunLayout, i: int, stage: str, result: dict[str, Any]) -> None:
+    write_json(layout.marker(i, stage), result)
+
+
+def reset_dir(path: Path) -> None:
+    """Remove what an interrupted stage left behind and start it empty."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True, exist_ok=True)
+
+
+class RunLock:
+    """An exclusive lock on a run (``data/<run>/.lock``); the OS drops it if the process dies."""
+
+    def __init__(self, layout: RunLayout) -> None:
+        self.path = layout.root / ".lock"
+        self._handle = None
+
+    def __enter__(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+")  # noqa: SIM115 - held for the lock's lifetime
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise RunLockedError(
+                f"run {self.path.parent.name!r} is already running ({holder} holds {self.path});"
+                " wait for it or stop it first"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        self._handle = handle
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None

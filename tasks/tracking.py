@@ -1,0 +1,210 @@
+"""MLflow: the only module that calls MLflow.
+
+Layout of a run in the tracking store (README, "Tracking"):
+
+* one experiment per run name (``tabula/<run>``); inside it one parent run (kind ``pipeline``)
+  and one child run per iteration (kind ``iteration``), found again by their tags on resume so
+  that a killed and restarted pipeline never leaves orphan runs for the same stage;
+* the full config as params of the parent and of every child; metrics with their step (the
+  global training step for losses and the learning rate, the iteration for everything else);
+* datasets through ``log_inputs`` (source: the DVC path, digest: the DVC hash);
+* every exported checkpoint a version of a registered model (``tabula-9x9``), the promoted one
+  carrying the alias ``champion``.
+
+Active runs are per thread in MLflow's fluent API, so everything here goes through an explicit
+``MlflowClient`` and explicit run ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+TAG_RUN = "tabula.run"
+TAG_KIND = "tabula.kind"
+TAG_ITERATION = "tabula.iteration"
+TAG_SHA = "tabula.weights_sha256"
+
+
+def _quiet() -> None:
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", module="mlflow")
+
+
+def connect(tracking_uri: str, project: Path | None = None):
+    """A client for ``tracking_uri``; a relative ``sqlite:///`` path is taken from ``project``.
+
+    Creating the client also creates the SQLite schema, so call this once before starting
+    parallel writers.
+    """
+    _quiet()
+    from mlflow import MlflowClient
+
+    uri = resolve_uri(tracking_uri, project)
+    if uri.startswith("sqlite:///"):
+        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    client.search_experiments(max_results=1)  # creates the tables on first use
+    return client
+
+
+def resolve_uri(tracking_uri: str, project: Path | None) -> str:
+    if tracking_uri.startswith("sqlite:///") and not tracking_uri.startswith("sqlite:////"):
+        rel = tracking_uri.removeprefix("sqlite:///")
+        base = project or Path.cwd()
+        return f"sqlite:///{(base / rel).resolve()}"
+    return tracking_uri
+
+
+def experiment(client, name: str, artifact_root: Path | str | None) -> str:
+    """The id of experiment ``name``, created (with its artifact location) when missing."""
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    location = None
+    if artifact_root is not None:
+        location = str(artifact_root) if "://" in str(artifact_root) else str(
+            Path(artifact_root).resolve() / name.replace("/", "_")
+        )
+    return client.create_experiment(name, artifact_location=location)
+
+
+def find_or_create_run(client, experiment_id: str, key: Mapping[str, str], run_name: str,
+                       parent_id: str | None = None, tags: Mapping[str, str] | None = None) -> str:
+    """The run whose tags equal ``key`` (reopened if it was killed), or a new one."""
+    clauses = [f"tags.`{k}` = '{v}'" for k, v in key.items()]
+    if parent_id:
+        clauses.append(f"tags.`mlflow.parentRunId` = '{parent_id}'")
+    found = client.search_runs([experiment_id], filter_string=" and ".join(clauses),
+                               max_results=1)
+    all_tags = {**key, **(tags or {})}
+    if parent_id:
+        all_tags["mlflow.parentRunId"] = parent_id
+    if found:
+        run_id = found[0].info.run_id
+        if found[0].info.status != "FINISHED":
+            client.update_run(run_id, status="RUNNING")
+        set_tags(client, run_id, tags or {})
+        return run_id
+    return client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
+
+
+def set_tags(client, run_id: str, tags: Mapping[str, Any]) -> None:
+    from mlflow.entities import RunTag
+
+    if tags:
+        client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+
+def log_params(client, run_id: str, params: Mapping[str, Any]) -> None:
+    """Log params once; a resumed run with the same config logs nothing new."""
+    from mlflow.entities import Param
+
+    logged = client.get_run(run_id).data.params
+    new = [Param(k, str(v)[:6000]) for k, v in params.items() if k not in logged]
+    for start in range(0, len(new), 100):
+        client.log_batch(run_id, params=new[start : start + 100])
+
+
+def log_metrics(client, run_id: str, metrics: Mapping[str, float], step: int) -> None:
+    import time
+
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    batch = [Metric(k, float(v), now, int(step)) for k, v in metrics.items() if v is not None]
+    for start in range(0, len(batch), 500):
+        client.log_batch(run_id, metrics=batch[start : start + 500])
+
+
+def log_metric_series(client, run_id: str, series: Mapping[str, list[tuple[int, float]]]) -> None:
+    """Log whole series at once: ``{name: [(step, value), ...]}``."""
+    import time
+
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    batch = [Metric(k, float(v), now, int(s)) for k, pts in series.items() for s, v in pts]
+    for start in range(0, len(batch), 500):
+        client.log_batch(run_id, metrics=batch[start : start + 500])
+
+
+def log_dataset(client, run_id: str, name: str, dvc_path: str, digest: str,
+                context: str = "training") -> None:
+    """Record a dataset input: source is the DVC path, digest the DVC hash."""
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.entities import DatasetInput, InputTag
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        source = resolve_dataset_source(dvc_path)
+    dataset = MetaDataset(source=source, name=name, digest=digest[:36])
+    tags = [InputTag("mlflow.data.context", context)]
+    client.log_inputs(run_id, datasets=[DatasetInput(dataset._to_mlflow_entity(), tags=tags)])
+
+
+def log_artifact(client, run_id: str, path: Path, artifact_path: str | None = None) -> None:
+    if Path(path).is_dir():
+        client.log_artifacts(run_id, str(path), artifact_path)
+    else:
+        client.log_artifact(run_id, str(path), artifact_path)
+
+
+def register_checkpoint(client, name: str, run_id: str, checkpoint: Path, sha256: str,
+                        tags: Mapping[str, Any]) -> str:
+    """Log ``checkpoint`` under the run and make it a version of model ``name`` (idempotent)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.create_registered_model(name)
+    except MlflowException:
+        pass  # already registered
+    existing = client.search_model_versions(f"name = '{name}' and run_id = '{run_id}'")
+    for version in existing:
+        if version.tags.get(TAG_SHA) == sha256:
+            return version.version
+    client.log_artifact(run_id, str(checkpoint), "checkpoint")
+    source = f"{client.get_run(run_id).info.artifact_uri}/checkpoint"
+    all_tags = {TAG_SHA: sha256, **{k: str(v) for k, v in tags.items()}}
+    return client.create_model_version(name, source=source, run_id=run_id, tags=all_tags).version
+
+
+def set_alias(client, name: str, alias: str, version: str) -> None:
+    client.set_registered_model_alias(name, alias, version)
+
+
+def finish(client, run_id: str, status: str = "FINISHED") -> None:
+    client.set_terminated(run_id, status=status)
+
+
+def resolve_model(uri: str, tracking_uri: str, project: Path | None, dst: Path) -> tuple[Path, dict]:
+    """Download the checkpoint behind ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION``.
+
+    Returns the local checkpoint file and the model version's tags (the lineage).
+    """
+    client = connect(tracking_uri, project)
+    rest = uri.removeprefix("models:/")
+    if "@" in rest:
+        name, alias = rest.split("@", 1)
+        version = client.get_model_version_by_alias(name, alias)
+    elif "/" in rest:
+        name, number = rest.split("/", 1)
+        version = client.get_model_version(name, number)
+    else:
+        raise ValueError(f"{uri}: expected models:/NAME@ALIAS or models:/NAME/VERSION")
+    import mlflow.artifacts
+
+    os.makedirs(dst, exist_ok=True)
+    local = mlflow.artifacts.download_artifacts(
+        artifact_uri=version.source, dst_path=str(dst), tracking_uri=client._tracking_client.tracking_uri
+    )
+    files = sorted(Path(local).rglob("*.pt")) if Path(local).is_dir() else [Path(local)]
+    if not files:
+        raise ValueError(f"{uri}: the model version holds no checkpoint file")
+    return files[0], dict(version.tags)

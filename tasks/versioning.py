@@ -1,0 +1,203 @@
+"""DVC and git lineage: the only module that calls DVC.
+
+How lineage is kept (README, "Reproducing a checkpoint"):
+
+* Every iteration of a run owns one folder, ``data/<run>/iter-NNNN/``, with one DVC-tracked
+  directory per stage output (``selfplay/``, ``model/``, ``match/``) and a stage file
+  ``dvc.yaml`` whose stages name the exact command, the dependencies (the self-play
+  directories of the training window, the parent checkpoint), the params and the outputs.
+  Prefect runs the stages itself; when one finishes, ``dvc commit`` records the hashes in the
+  folder's ``dvc.lock`` and ``dvc push`` sends the outputs to the remote. Because iteration
+  i+1's stages depend on iteration i's outputs, ``dvc dag`` shows the whole chain of a run and
+  ``dvc.lock`` pins every hash. The graph is acyclic: Prefect owns the loop, DVC records it.
+* The small text files of a run (stage files, locks, the run's frozen ``params.yaml``, lineage
+  JSON, DVC's config) are committed to a branch of their own, ``tabula/runs/<run>``, through a
+  private git index: the user's branch, index and working tree are never touched. Each
+  finished iteration is also tagged ``tabula/<run>/iter-NNNN``. ``dvc gc`` must therefore be
+  run with ``--all-branches --all-tags --all-commits`` or it would delete lineage.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+RUN_BRANCH_PREFIX = "tabula/runs/"
+_GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "tabula",
+    "GIT_AUTHOR_EMAIL": "tabula@localhost",
+    "GIT_COMMITTER_NAME": "tabula",
+    "GIT_COMMITTER_EMAIL": "tabula@localhost",
+}
+
+
+class VersioningError(RuntimeError):
+    """DVC or git refused an operation; the message names it."""
+
+
+def _git(project: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(
+        ["git", *args], cwd=project, capture_output=True, text=True, env=env, check=False
+    )
+    if proc.returncode != 0:
+        raise VersioningError(f"git {' '.join(args[:2])} failed: {proc.stderr.strip()[:300]}")
+    return proc.stdout.strip()
+
+
+def is_git_repo(project: Path) -> bool:
+    proc = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], cwd=project, capture_output=True, text=True
+    )
+    return proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == project.resolve()
+
+
+def code_commit(source_dir: Path) -> str:
+    """The git commit of the code at ``source_dir``, with ``-dirty`` when files differ."""
+    try:
+        sha = _git(source_dir, "rev-parse", "HEAD")
+        dirty = _git(source_dir, "status", "--porcelain", "--untracked-files=no")
+    except VersioningError:
+        return "unknown"
+    return sha + ("-dirty" if dirty else "")
+
+
+def _repo(project: Path):
+    from dvc.repo import Repo
+
+    return Repo(str(project))
+
+
+def ensure_repo(project: Path, remote: str) -> None:
+    """Initialise DVC in ``project`` on first use and point its default remote at ``remote``.
+
+    A relative remote path is taken from the project root. DVC's own files are unstaged again
+    after ``dvc init`` so that the user's git index is left as it was.
+    """
+    from dvc.repo import Repo
+
+    project = project.resolve()
+    git = is_git_repo(project)
+    if not (project / ".dvc").is_dir():
+        Repo.init(str(project), no_scm=not git)
+        if git:
+            subprocess.run(
+                ["git", "reset", "-q", "--", ".dvc", ".dvcignore"], cwd=project, check=False
+            )
+    url = remote if "://" in remote else str((project / remote).resolve())
+    if "://" not in remote:
+        Path(url).mkdir(parents=True, exist_ok=True)
+    with _repo(project) as repo, repo.config.edit() as conf:
+        if conf.get("remote", {}).get("tabula", {}).get("url") != url:
+            conf["remote"]["tabula"] = {"url": url}
+        conf["core"]["remote"] = "tabula"
+        conf["core"]["autostage"] = False
+
+
+def write_stage_file(path: Path, stages: dict[str, dict[str, Any]]) -> None:
+    """Write a ``dvc.yaml`` with ``stages`` atomically (temp name, then rename)."""
+    text = yaml.safe_dump({"stages": stages}, sort_keys=False)
+    _atomic_write_text(path, text)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def commit_stage(project: Path, stage_file: Path, stage: str, push: bool = True) -> dict[str, str]:
+    """Record a finished stage's outputs in ``dvc.lock`` (and push them); return their hashes.
+
+    Returns ``{out path relative to the project: md5 (a ``.dir`` hash for directories)}``.
+    """
+    target = f"{stage_file.resolve().relative_to(project.resolve())}:{stage}"
+    with _repo(project) as repo:
+        repo.commit(target, force=True)
+        if push:
+            repo.push(targets=[target])
+    return stage_outs(project, stage_file, stage)
+
+
+def stage_outs(project: Path, stage_file: Path, stage: str) -> dict[str, str]:
+    """The output hashes recorded for ``stage`` in the ``dvc.lock`` beside ``stage_file``."""
+    lock = _read_lock(stage_file).get(stage, {})
+    base = stage_file.parent.resolve().relative_to(project.resolve())
+    return {str(base / out["path"]): out["md5"] for out in lock.get("outs", [])}
+
+
+def stage_deps(project: Path, stage_file: Path, stage: str) -> dict[str, str]:
+    """The dependency hashes recorded for ``stage`` (paths relative to the project)."""
+    lock = _read_lock(stage_file).get(stage, {})
+    base = stage_file.parent.resolve()
+    root = project.resolve()
+    return {
+        os.path.relpath(base / dep["path"], root): dep["md5"] for dep in lock.get("deps", [])
+    }
+
+
+def _read_lock(stage_file: Path) -> dict[str, Any]:
+    lock_path = stage_file.with_name("dvc.lock")
+    if not lock_path.exists():
+        return {}
+    return (yaml.safe_load(lock_path.read_text()) or {}).get("stages", {})
+
+
+def status(project: Path, targets: Sequence[str] | None = None) -> dict[str, Any]:
+    """``dvc status``: empty when every recorded output matches the workspace."""
+    with _repo(project) as repo:
+        return repo.status(targets=list(targets) if targets else None)
+
+
+def pull(project: Path, targets: Sequence[str]) -> None:
+    """Fetch and check out ``targets`` (stage files or tracked paths) from the remote."""
+    with _repo(project) as repo:
+        repo.pull(targets=list(targets), force=True)
+
+
+def record_on_run_branch(project: Path, run: str, paths: Iterable[Path], message: str,
+                         tag: str | None = None) -> str | None:
+    """Commit ``paths`` to the branch ``tabula/runs/<run>`` without touching the user's branch.
+
+    Uses a private index file, so the working tree, the index and HEAD stay as they are.
+    Returns the new commit, or None when ``project`` is not a git repository.
+    """
+    if not is_git_repo(project):
+        return None
+    ref = f"refs/heads/{RUN_BRANCH_PREFIX}{run}"
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, **_GIT_IDENTITY, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        parent = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", ref], cwd=project, capture_output=True,
+            text=True,
+        ).stdout.strip()
+        _git(project, "read-tree", *([parent] if parent else ["--empty"]), env=env)
+        rel = [str(Path(p).resolve().relative_to(project.resolve())) for p in paths]
+        _git(project, "add", "-f", "--", *[p for p in rel if (project / p).exists()], env=env)
+        tree = _git(project, "write-tree", env=env)
+        args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+        commit = _git(project, *args, env=env)
+        _git(project, "update-ref", ref, commit, *([parent] if parent else []))
+        if tag:
+            _git(project, "update-ref", f"refs/tags/{tag}", commit)
+    return commit
+
+
+def restore_from_run_branch(project: Path, run: str, paths: Sequence[str]) -> None:
+    """Write the run branch's copy of ``paths`` into the working tree (for a fresh clone)."""
+    ref = f"{RUN_BRANCH_PREFIX}{run}"
+    listed = _git(project, "ls-tree", "-r", "--name-only", ref, "--", *paths).splitlines()
+    for name in listed:
+        blob = subprocess.run(
+            ["git", "show", f"{ref}:{name}"], cwd=project, capture_output=True, check=True
+        ).stdout
+        target = project / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(blob)
