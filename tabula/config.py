@@ -1,0 +1,513 @@
+"""The typed run configuration: pydantic models, YAML presets, command-line overrides.
+
+A run is described by one `Config` with seven sections (rules, network, search, selfplay,
+training, evaluation, pipeline). It is loaded from `params.yaml` (the DVC params file) or a
+preset under `configs/`, then the CLI's ``KEY=VALUE`` overrides are applied, then the result is
+validated once and passed down. Field defaults are the quick-start run (9x9, tiny network), so
+``Config()`` / ``load_config(None)`` need no file.
+
+Three fields default to ``None`` and are scaled to the board by `Config.resolve()` (the rule
+is ours unless the paper gives it; 19x19 gives the paper's number exactly):
+
+- ``search.dirichlet_alpha``: 0.03 * 361 / N**2 (paper 0.03 on 19x19; the small-board rule
+  of Leela Zero and KataGo).
+- ``selfplay.temperature_moves``: round(30 * N**2 / 361) (paper tau = 1 for 30 moves).
+- ``pipeline.registered_model``: f"tabula-{N}x{N}".
+
+Every failure is a `ConfigError` (a ValueError) whose message is one line naming the source,
+the key path and what is allowed, e.g.
+``params.yaml: search.simulations: must be >= 1 (got 0)``.
+This module reads one file (the YAML it is given) and does nothing at import time.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+Scalar = str | int | float | bool | None
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # safe in paths, MLflow and DVC names
+
+
+class ConfigError(ValueError):
+    """A bad config file, value or override; ``str(e)`` is one line naming the key."""
+
+
+class _Section(BaseModel):
+    # strict: YAML already gives typed scalars, so "200" or 1.5 for an int is a mistake.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+class RulesConfig(_Section):
+    """The game: board size and komi (the rules themselves are fixed, see DESIGN.md)."""
+
+    board_size: int = Field(default=9, ge=5, le=19, description="N: an N x N board (paper 19).")
+    komi: float = Field(
+        default=7.5, ge=-361, le=361, description="Added to White; a multiple of 0.5 (paper 7.5)."
+    )
+
+    @field_validator("komi")
+    @classmethod
+    def _half_points(cls, komi: float) -> float:
+        if not (2 * komi).is_integer():
+            raise ValueError("must be a multiple of 0.5")
+        return komi
+
+
+class NetworkConfig(_Section):
+    """The residual tower f_theta(s) = (p, v) (paper Methods, 'Neural network architecture')."""
+
+    blocks: int = Field(default=4, ge=1, description="Residual blocks (paper 19 or 39).")
+    filters: int = Field(default=32, ge=1, description="Conv filters per layer (paper 256).")
+    value_hidden: int = Field(default=256, ge=1, description="Value head FC width (paper 256).")
+
+
+class SearchConfig(_Section):
+    """MCTS: PUCT selection, root Dirichlet noise, batched leaves kept apart by virtual loss."""
+
+    simulations: int = Field(default=32, ge=1, description="Per self-play move (paper 1600).")
+    c_puct: float = Field(
+        default=1.25, gt=0, description="U = c_puct P sqrt(sum_b N_b) / (1 + N); not in the paper."
+    )
+    fpu: float = Field(
+        default=0.0, ge=-1, le=1, description="Q of an unvisited edge, side to move (paper 0)."
+    )
+    dirichlet_alpha: float | None = Field(
+        default=None, gt=0, description="Root noise Dir(alpha); None = 0.03 * 361 / N**2."
+    )
+    dirichlet_epsilon: float = Field(
+        default=0.25, ge=0, le=1, description="P = (1 - eps) p + eps eta (paper 0.25)."
+    )
+    leaves_per_game: int = Field(
+        default=4, ge=1, description="Leaves per game per network batch (paper 8); <= sims left."
+    )
+    virtual_loss: float = Field(
+        default=1.0, ge=0, description="Added to N and taken from W on a pending path, then undone."
+    )
+
+    def alpha_for(self, N: int) -> float:
+        """Dirichlet alpha on an N x N board: the set value, else 0.03 * 361 / N**2."""
+        if self.dirichlet_alpha is not None:
+            return self.dirichlet_alpha
+        return 0.03 * (361 / (N * N))  # this order gives exactly 0.03 at N = 19
+
+
+class SelfPlayConfig(_Section):
+    """Self-play by the best player alpha_theta*, with automatic resignation."""
+
+    games: int = Field(default=128, ge=1, description="Per iteration, all workers (paper 25,000).")
+    workers: int = Field(default=2, ge=1, description="W: self-play tasks run in parallel.")
+    concurrent_games: int = Field(
+        default=64, ge=1, description="G: games a worker plays at once, sharing network batches."
+    )
+    temperature_moves: int | None = Field(
+        default=None,
+        ge=0,
+        description="Moves at tau = 1, then tau -> 0; None = round(30 N**2/361).",
+    )
+    resign_disabled_fraction: float = Field(
+        default=0.1, ge=0, le=1, description="Share of games never resigning (paper 0.1)."
+    )
+    v_resign: float | None = Field(
+        default=-0.9, ge=-1, le=1, description="Initial resign threshold, then tuned; None = never."
+    )
+    resign_false_positive_target: float = Field(
+        default=0.05, gt=0, lt=1, description="Max share of resigns that could win (paper 0.05)."
+    )
+    sgf_sample: int = Field(default=4, ge=0, description="Games per worker also written as SGF.")
+    batch_size: int = Field(default=256, ge=1, description="Max positions per network call.")
+
+    def temperature_moves_for(self, N: int) -> int:
+        """Moves at tau = 1 on an N x N board: the set value, else round(30 * N**2 / 361)."""
+        if self.temperature_moves is not None:
+            return self.temperature_moves
+        return round(30 * N * N / 361)
+
+
+class TrainingConfig(_Section):
+    """SGD on (s, pi, z) sampled uniformly from the recent self-play window (paper Methods)."""
+
+    batch_size: int = Field(default=256, ge=1, description="Positions per step (paper 2048).")
+    steps: int = Field(default=100, ge=1, description="Optimizer steps per iteration.")
+    lr_boundaries: list[int] = Field(
+        default=[570, 860],
+        description="Global steps where lr drops, increasing (paper 400k, 600k).",
+    )
+    lr_values: list[float] = Field(
+        default=[1e-2, 1e-3, 1e-4], description="lr per interval, len(lr_boundaries) + 1 values."
+    )
+    momentum: float = Field(default=0.9, ge=0, lt=1, description="SGD momentum (paper 0.9).")
+    weight_decay: float = Field(default=1e-4, ge=0, description="L2 weight c (paper 1e-4).")
+    window_games: int = Field(
+        default=2560, ge=1, description="Sample the most recent this-many games (paper 500,000)."
+    )
+    window_iterations: int | None = Field(
+        default=None, ge=1, description="Also only the last K iterations' games; None = no cap."
+    )
+    bf16: bool = Field(default=False, description="Mixed precision with bfloat16 autocast.")
+    deterministic: bool = Field(
+        default=True, description="Deterministic kernels (bitwise rebuild)."
+    )
+    num_workers: int = Field(default=0, ge=0, description="DataLoader worker processes.")
+    checkpoint_every: int = Field(
+        default=100, ge=1, description="Steps per checkpoint (paper 1000)."
+    )
+
+    @field_validator("lr_boundaries")
+    @classmethod
+    def _increasing(cls, boundaries: list[int]) -> list[int]:
+        if any(b <= 0 for b in boundaries):
+            raise ValueError(f"must be positive step counts (got {boundaries})")
+        if any(a >= b for a, b in zip(boundaries, boundaries[1:], strict=False)):
+            raise ValueError(f"must be strictly increasing (got {boundaries})")
+        return boundaries
+
+    @field_validator("lr_values")
+    @classmethod
+    def _one_more_value(cls, values: list[float], info: ValidationInfo) -> list[float]:
+        if any(v <= 0 for v in values):
+            raise ValueError(f"must all be > 0 (got {values})")
+        boundaries = info.data.get("lr_boundaries")  # absent when it failed its own check
+        if boundaries is not None and len(values) != len(boundaries) + 1:
+            raise ValueError(
+                f"needs len(lr_boundaries) + 1 = {len(boundaries) + 1} values (got {len(values)})"
+            )
+        return values
+
+
+class EvaluationConfig(_Section):
+    """Gating against the best player (paper: 400 games, > 55%), and anchor games."""
+
+    gating_games: int = Field(default=40, ge=1, description="Games (the most if sprt; paper 400).")
+    gating_threshold: float = Field(
+        default=0.55, gt=0, lt=1, description="Promote above this win rate (paper 0.55)."
+    )
+    simulations: int = Field(default=32, ge=1, description="Per move in matches (paper 1600).")
+    sprt: bool = Field(default=False, description="Stop gating early by SPRT (paper: never).")
+    sprt_elo0: float = Field(default=0.0, description="SPRT H0: the Elo gain is elo0.")
+    sprt_elo1: float = Field(default=35.0, description="SPRT H1: the Elo gain is elo1 > elo0.")
+    sprt_alpha: float = Field(default=0.05, gt=0, lt=0.5, description="SPRT false accepts.")
+    sprt_beta: float = Field(default=0.05, gt=0, lt=0.5, description="SPRT false rejects.")
+    anchor_games: int = Field(
+        default=10, ge=0, description="Vs random, and vs gnugo, per iteration."
+    )
+    gnugo: str | None = Field(
+        default=None, min_length=1, description="GnuGo GTP command line; None = no gnugo games."
+    )
+    match_timeout_s: float = Field(
+        default=600.0, gt=0, description="Wall-clock limit for one match (all its games), s."
+    )
+
+    @field_validator("sprt_elo1")
+    @classmethod
+    def _elo1_above_elo0(cls, elo1: float, info: ValidationInfo) -> float:
+        elo0 = info.data.get("sprt_elo0")
+        if elo0 is not None and elo1 <= elo0:
+            raise ValueError(f"must be > sprt_elo0 = {elo0}")
+        return elo1
+
+
+class PipelineConfig(_Section):
+    """The run: name, length, seed, where data and records go, and where work runs."""
+
+    name: str = Field(default="quickstart", pattern=_NAME, description="Run name (paths, MLflow).")
+    iterations: int = Field(default=10, ge=1, description="Self-play/train/gate iterations.")
+    seed: int = Field(default=0, ge=0, lt=2**63, description="Root of every random generator.")
+    data_dir: str = Field(default="data", min_length=1, description="DVC-tracked artifacts.")
+    mlflow_tracking_uri: str = Field(
+        default="sqlite:///mlflow/mlflow.db", min_length=1, description="MLflow tracking store."
+    )
+    mlflow_artifact_root: str = Field(
+        default="mlflow/artifacts", min_length=1, description="MLflow artifact root."
+    )
+    registered_model: str | None = Field(
+        default=None, pattern=_NAME, description="MLflow registered model; None = tabula-NxN."
+    )
+    dvc_remote: str = Field(
+        default="data/.dvc-remote", min_length=1, description="DVC remote: local path or URL."
+    )
+    prefect_api_url: str | None = Field(
+        default=None, min_length=1, description="Prefect server API; None = local default."
+    )
+    dask_address: str | None = Field(
+        default=None, min_length=1, description="Dask scheduler for self-play; None = local."
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto", description="Torch device; auto = cuda when present, else cpu."
+    )
+
+    def registered_model_for(self, N: int) -> str:
+        """MLflow registered model name: the set value, else f"tabula-{N}x{N}"."""
+        return self.registered_model if self.registered_model is not None else f"tabula-{N}x{N}"
+
+
+class Config(_Section):
+    """One run's configuration; the field defaults are the quick-start run."""
+
+    rules: RulesConfig = Field(default=RulesConfig(), description="The game.")
+    network: NetworkConfig = Field(default=NetworkConfig(), description="The network.")
+    search: SearchConfig = Field(default=SearchConfig(), description="MCTS.")
+    selfplay: SelfPlayConfig = Field(default=SelfPlayConfig(), description="Self-play.")
+    training: TrainingConfig = Field(default=TrainingConfig(), description="Training.")
+    evaluation: EvaluationConfig = Field(default=EvaluationConfig(), description="Matches.")
+    pipeline: PipelineConfig = Field(default=PipelineConfig(), description="The run.")
+
+    def resolve(self) -> Config:
+        """A copy with the board-scaled None defaults filled in (idempotent)."""
+        N = self.rules.board_size
+        search = self.search.model_copy(update={"dirichlet_alpha": self.search.alpha_for(N)})
+        tau_moves = self.selfplay.temperature_moves_for(N)
+        selfplay = self.selfplay.model_copy(update={"temperature_moves": tau_moves})
+        name = self.pipeline.registered_model_for(N)
+        pipeline = self.pipeline.model_copy(update={"registered_model": name})
+        return self.model_copy(
+            update={"search": search, "selfplay": selfplay, "pipeline": pipeline}
+        )
+
+
+# --- YAML ------------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads YAML 1.2 floats ("1e-4" is a float) and rejects duplicate keys."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key if isinstance(key, str | int | float | bool) else id(key))
+        return super().construct_mapping(node, deep)
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper writing lists inline ("lr_values: [0.01, 0.001]") and mappings as blocks."""
+
+    def represent_list(self, data: Any) -> yaml.SequenceNode:
+        return self.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
+
+
+_Dumper.add_representer(list, _Dumper.represent_list)
+
+# PyYAML follows YAML 1.1, where a float needs a dot; YAML 1.2 also takes 1e-4.
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def _read_yaml(text: str, label: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ConfigError(_one_line(f"{label}: {where}YAML syntax error: {e.problem}")) from None
+    except yaml.YAMLError as e:
+        raise ConfigError(_one_line(f"{label}: YAML syntax error: {e}")) from None
+
+
+# --- overrides ---------------------------------------------------------------------------------
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split())
+
+
+def _model_at(path: Sequence[Any]) -> type[BaseModel] | None:
+    """The model class at a key path from Config, or None if the path is not a section."""
+    model: type[BaseModel] = Config
+    for part in path:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model
+
+
+def _allowed(model: type[BaseModel]) -> str:
+    return ", ".join(model.model_fields)
+
+
+def _parse_override(raw: str) -> tuple[tuple[str, ...], Any]:
+    """Split "a.b=VALUE" into a checked key path and the value parsed as YAML."""
+    if "=" not in raw:
+        raise ConfigError(f"override {raw!r}: expected KEY=VALUE, e.g. search.simulations=200")
+    key, text = (s.strip() for s in raw.split("=", 1))
+    parts = tuple(key.split("."))
+    if not all(parts):
+        raise ConfigError(f"override {raw!r}: empty key part in {key!r}")
+    annotation: Any = Config
+    for i, part in enumerate(parts):
+        model = _model_at(parts[:i])
+        if model is None:
+            raise ConfigError(f"override {raw!r}: {'.'.join(parts[:i])} is a value, not a section")
+        if part not in model.model_fields:
+            raise ConfigError(
+                f"override {raw!r}: unknown key {'.'.join(parts[: i + 1])} "
+                f"(allowed: {_allowed(model)})"
+            )
+        annotation = model.model_fields[part].annotation
+    if not text:
+        raise ConfigError(f"override {raw!r}: empty value (write null for None, '' for empty)")
+    value = _read_yaml(text, f"override {raw!r}")
+    # A string field takes the text as written, so name=2024 or name=0123 stay strings.
+    if annotation in (str, str | None) and not isinstance(value, str | dict | list | None):
+        value = text
+    return parts, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Return a deep copy of `data` with each "section.key=VALUE" set, in order.
+
+    VALUE is parsed as a YAML scalar or flow collection: "200", "null", "true", "[1, 2]".
+    Keys are checked against the Config schema (not against `data`, which may be partial).
+    """
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    out = copy.deepcopy(data)
+    for raw in overrides:
+        parts, value = _parse_override(raw)
+        node = out
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                where = ".".join(parts[: i + 1])
+                raise ConfigError(f"override {raw!r}: {where} is not a mapping in the config")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+# --- validation errors as one line ------------------------------------------------------------
+
+_TYPE_MESSAGES = {
+    "int_type": "must be an integer",
+    "float_type": "must be a number",
+    "bool_type": "must be true or false",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "model_type": "must be a mapping",
+    "dict_type": "must be a mapping",
+    "finite_number": "must be a finite number",
+    "string_too_short": "must not be empty",
+    "missing": "required key is missing",
+}
+_BOUNDS = {  # pydantic error type -> (operator, ctx key)
+    "greater_than_equal": (">=", "ge"),
+    "greater_than": (">", "gt"),
+    "less_than_equal": ("<=", "le"),
+    "less_than": ("<", "lt"),
+}
+
+
+def _describe(error: Any) -> str:
+    """One pydantic error as 'must be ... (got X)' or 'unknown key (allowed: ...)'."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        model = _model_at(error["loc"][:-1])
+        return f"unknown key (allowed: {_allowed(model)})" if model else "unknown key"
+    if kind in _BOUNDS:
+        op, bound = _BOUNDS[kind]
+        text = f"must be {op} {ctx[bound]}"
+    elif kind == "literal_error":
+        text = f"must be one of {ctx['expected']}"
+    elif kind == "string_pattern_mismatch":
+        text = "must be letters, digits, '.', '_' or '-', starting with a letter or digit"
+    elif kind == "value_error":
+        text = str(ctx.get("error", error["msg"]))
+        if "(got" in text:
+            return text
+    else:
+        text = _TYPE_MESSAGES.get(kind, error["msg"])
+    if kind == "missing":
+        return text
+    got = repr(error["input"])
+    return f"{text} (got {got if len(got) <= 60 else got[:57] + '...'})"
+
+
+def _validate(data: Any, label: str, overrides: Sequence[str]) -> Config:
+    if not isinstance(data, dict):
+        got = "an empty file" if data is None else f"a {type(data).__name__}"
+        raise ConfigError(
+            f"{label}: top level must be a mapping of sections ({_allowed(Config)}), got {got}"
+        )
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+        first = errors[0]
+        loc = tuple(first["loc"])
+        for raw in overrides:  # blame the override when it set (part of) the bad key
+            parts = tuple(raw.split("=", 1)[0].strip().split("."))
+            if loc[: len(parts)] == parts or parts[: len(loc)] == loc:
+                label = f"{label} (override {raw})"
+                break
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+        raise ConfigError(_one_line(f"{label}: {key}: {_describe(first)}{more}")) from None
+
+
+# --- public entry points -----------------------------------------------------------------------
+
+
+def parse_config(text: str, source: str = "<string>", overrides: Sequence[str] = ()) -> Config:
+    """Config from YAML text; `source` names it in error messages."""
+    overrides = [overrides] if isinstance(overrides, str) else list(overrides)
+    data = _read_yaml(text, source)
+    if isinstance(data, dict):
+        data = apply_overrides(data, overrides)
+    return _validate(data, source, overrides)
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
+    """Load a YAML config file (None = the embedded quick-start default), apply overrides.
+
+    Raises ConfigError (one line) for a missing or unreadable file, bad YAML, an unknown key,
+    a wrong type or out-of-range value, or a bad override.
+    """
+    if path is None:
+        overrides = [overrides] if isinstance(overrides, str) else list(overrides)
+        data = apply_overrides(Config().model_dump(), overrides)
+        return _validate(data, "<default>", overrides)
+    label = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{label}: file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{label}: is a directory, expected a YAML file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{label}: not UTF-8 text") from None
+    except OSError as e:
+        raise ConfigError(_one_line(f"{label}: cannot read: {e.strerror or e}")) from None
+    return parse_config(text, label, overrides)
+
+
+def config_to_flat_dict(cfg: Config) -> dict[str, Scalar]:
+    """{"search.simulations": 200, ...}: one scalar per field, lists as JSON text (for MLflow).
+
+    Pass ``cfg.resolve()`` to record the board-scaled values instead of None.
+    """
+    flat: dict[str, Scalar] = {}
+    for section, model in cfg:
+        for key, value in model:
+            flat[f"{section}.{key}"] = json.dumps(value) if isinstance(value, list) else value
+    return flat
+
+
+def dump_config(cfg: Config) -> str:
+    """The config as YAML text (block sections, flow lists) that `parse_config` reads back equal."""
+    return yaml.dump(cfg.model_dump(), Dumper=_Dumper, sort_keys=False, default_flow_style=False)

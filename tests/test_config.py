@@ -1,0 +1,329 @@
+"""The typed config: presets, the embedded default, overrides, one-line errors, round trips."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tabula.config import (
+    Config,
+    ConfigError,
+    apply_overrides,
+    config_to_flat_dict,
+    dump_config,
+    load_config,
+    parse_config,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+PRESETS = sorted((ROOT / "configs").glob("*.yaml"))
+QUICKSTART = ROOT / "configs" / "quickstart.yaml"
+
+
+def _sections(model: type = Config) -> dict[str, type]:
+    return {name: field.annotation for name, field in model.model_fields.items()}
+
+
+# --- presets and the embedded default ----------------------------------------------------
+
+
+def test_the_three_presets_exist() -> None:
+    assert {p.name for p in PRESETS} >= {"quickstart.yaml", "9x9.yaml", "19x19-paper.yaml"}
+
+
+@pytest.mark.parametrize("path", [ROOT / "params.yaml", *PRESETS], ids=lambda p: p.name)
+def test_preset_loads_and_names_every_field(path: Path) -> None:
+    cfg = load_config(path)
+    raw = yaml.safe_load(path.read_text())
+    # A preset spells out every field, so nothing silently inherits the quick-start default.
+    assert list(raw) == list(Config.model_fields)
+    for section, model in _sections().items():
+        assert set(raw[section]) == set(model.model_fields), section
+    assert cfg.pipeline.name == path.stem or path.name == "params.yaml"
+
+
+def test_embedded_default_equals_params_yaml_and_quickstart() -> None:
+    default = load_config(None)
+    assert default == Config()
+    assert load_config(ROOT / "params.yaml") == default
+    assert load_config(QUICKSTART) == default
+
+
+def test_paper_preset_has_the_papers_numbers() -> None:
+    cfg = load_config(ROOT / "configs" / "19x19-paper.yaml")
+    assert (cfg.rules.board_size, cfg.rules.komi) == (19, 7.5)
+    assert (cfg.network.blocks, cfg.network.filters, cfg.network.value_hidden) == (19, 256, 256)
+    s = cfg.search
+    assert (s.simulations, s.dirichlet_alpha, s.dirichlet_epsilon, s.leaves_per_game) == (
+        1600,
+        0.03,
+        0.25,
+        8,
+    )
+    sp = cfg.selfplay
+    assert (sp.games, sp.temperature_moves) == (25000, 30)
+    assert (sp.resign_disabled_fraction, sp.resign_false_positive_target) == (0.1, 0.05)
+    t = cfg.training
+    assert (t.batch_size, t.window_games, t.momentum, t.weight_decay) == (2048, 500000, 0.9, 1e-4)
+    assert t.lr_boundaries == [400000, 600000] and t.lr_values == [1e-2, 1e-3, 1e-4]
+    assert t.checkpoint_every == 1000
+    e = cfg.evaluation
+    assert (e.gating_games, e.gating_threshold, e.simulations) == (400, 0.55, 1600)
+
+
+def test_small_presets_are_nine_by_nine_with_scaled_defaults() -> None:
+    for name in ("quickstart.yaml", "9x9.yaml"):
+        cfg = load_config(ROOT / "configs" / name).resolve()
+        assert cfg.rules.board_size == 9
+        assert cfg.search.dirichlet_alpha == pytest.approx(0.03 * 361 / 81)
+        assert cfg.selfplay.temperature_moves == 7
+        assert cfg.pipeline.registered_model == "tabula-9x9"
+
+
+# --- scaled defaults -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("N", range(5, 20))
+def test_scaled_defaults_follow_the_rule_and_match_the_paper_at_19(N: int) -> None:
+    cfg = load_config(None, [f"rules.board_size={N}"]).resolve()
+    assert cfg.search.dirichlet_alpha == pytest.approx(0.03 * 361 / N**2)
+    assert cfg.selfplay.temperature_moves == round(30 * N**2 / 361)
+    assert cfg.pipeline.registered_model == f"tabula-{N}x{N}"
+    assert cfg.resolve() == cfg  # idempotent
+    if N == 19:
+        assert (cfg.search.dirichlet_alpha, cfg.selfplay.temperature_moves) == (0.03, 30)
+
+
+def test_resolve_keeps_explicit_values() -> None:
+    overrides = [
+        "search.dirichlet_alpha=0.5",
+        "selfplay.temperature_moves=0",
+        "pipeline.registered_model=mine",
+    ]
+    cfg = load_config(None, overrides).resolve()
+    assert cfg.search.dirichlet_alpha == 0.5
+    assert cfg.selfplay.temperature_moves == 0
+    assert cfg.pipeline.registered_model == "mine"
+
+
+# --- overrides -----------------------------------------------------------------------------
+
+
+def test_overrides_set_nested_keys_lists_null_and_bools() -> None:
+    cfg = load_config(
+        ROOT / "params.yaml",
+        [
+            "search.simulations=200",
+            "training.lr_boundaries=[10, 20, 30]",
+            "training.lr_values=[1e-1, 1e-2, 1e-3, 1e-4]",
+            "selfplay.v_resign=null",
+            "training.bf16=true",
+            "evaluation.gnugo=gnugo --mode gtp --level 1",
+            "rules.komi=-0.5",
+        ],
+    )
+    assert cfg.search.simulations == 200
+    assert cfg.training.lr_boundaries == [10, 20, 30]
+    assert cfg.training.lr_values == [0.1, 0.01, 0.001, 0.0001]
+    assert cfg.selfplay.v_resign is None
+    assert cfg.training.bf16 is True
+    assert cfg.evaluation.gnugo == "gnugo --mode gtp --level 1"
+    assert cfg.rules.komi == -0.5
+
+
+def test_later_override_wins_and_input_is_not_mutated() -> None:
+    data = {"search": {"simulations": 8}}
+    out = apply_overrides(data, ["search.simulations=1", "search.simulations=2"])
+    assert out == {"search": {"simulations": 2}}
+    assert data == {"search": {"simulations": 8}}
+
+
+def test_override_of_a_key_absent_from_a_partial_file(tmp_path: Path) -> None:
+    path = tmp_path / "partial.yaml"
+    path.write_text("rules:\n  board_size: 13\n")
+    cfg = load_config(path, ["network.blocks=2"])
+    assert (cfg.rules.board_size, cfg.network.blocks) == (13, 2)
+
+
+def test_string_fields_take_the_override_text_as_written() -> None:
+    cfg = load_config(None, ["pipeline.name=2024", "pipeline.registered_model=0123"])
+    assert (cfg.pipeline.name, cfg.pipeline.registered_model) == ("2024", "0123")
+    assert load_config(None, ["pipeline.registered_model=null"]).pipeline.registered_model is None
+
+
+def test_a_whole_section_can_be_overridden() -> None:
+    cfg = load_config(None, ["rules={board_size: 7, komi: 0.5}"])
+    assert (cfg.rules.board_size, cfg.rules.komi) == (7, 0.5)
+
+
+# --- one-line errors -------------------------------------------------------------------------
+
+
+def _error(text: str, overrides: tuple[str, ...] = ()) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "x.yaml", overrides)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("x.yaml")
+    return message
+
+
+BAD_CONFIGS = {
+    "unknown key": (
+        "network:\n  filtres: 3\n",
+        "x.yaml: network.filtres: unknown key (allowed: blocks, filters, value_hidden)",
+    ),
+    "unknown section": ("serch:\n  simulations: 3\n", "serch: unknown key (allowed: rules,"),
+    "wrong type": ("search:\n  simulations: many\n", "search.simulations: must be an integer"),
+    "float for an int": ("network:\n  blocks: 2.5\n", "network.blocks: must be an integer"),
+    "quoted number": ("search:\n  c_puct: '1.5'\n", "search.c_puct: must be a number"),
+    "out of range": ("search:\n  simulations: 0\n", "search.simulations: must be >= 1 (got 0)"),
+    "board_size 4": ("rules:\n  board_size: 4\n", "rules.board_size: must be >= 5 (got 4)"),
+    "board_size 20": ("rules:\n  board_size: 20\n", "rules.board_size: must be <= 19 (got 20)"),
+    "komi not half": ("rules:\n  komi: 7.3\n", "rules.komi: must be a multiple of 0.5"),
+    "bad enum": ("pipeline:\n  device: tpu\n", "pipeline.device: must be one of 'auto', 'cpu'"),
+    "lr length": (
+        "training:\n  lr_boundaries: [10, 20]\n  lr_values: [0.1, 0.01]\n",
+        "training.lr_values: needs len(lr_boundaries) + 1 = 3 values (got 2)",
+    ),
+    "lr not increasing": (
+        "training:\n  lr_boundaries: [20, 20]\n  lr_values: [0.1, 0.01, 0.001]\n",
+        "training.lr_boundaries: must be strictly increasing",
+    ),
+    "section not a mapping": ("search: 5\n", "search: must be a mapping (got 5)"),
+    "bad name": ("pipeline:\n  name: a/b\n", "pipeline.name: must be letters, digits"),
+    "sprt order": ("evaluation:\n  sprt_elo1: -5\n", "evaluation.sprt_elo1: must be > sprt_elo0"),
+    "not finite": ("search:\n  c_puct: .inf\n", "search.c_puct: must be a finite number"),
+    "top-level list": ("- 1\n- 2\n", "x.yaml: top level must be a mapping of sections"),
+    "empty file": ("", "top level must be a mapping of sections (rules, network"),
+    "yaml syntax": ("rules:\n  board_size: 9\n   komi: 7.5\n", "x.yaml: line 3, column"),
+    "duplicate key": ("rules:\n  komi: 1.5\n  komi: 2.5\n", "line 3, column 3: YAML syntax "),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CONFIGS, ids=str)
+def test_malformed_config_gives_one_line_naming_the_key(case: str) -> None:
+    text, expected = BAD_CONFIGS[case]
+    assert expected in _error(text)
+
+
+def test_several_errors_report_the_first_and_count_the_rest() -> None:
+    message = _error("search:\n  simulations: 0\n  c_puct: 0\n")
+    assert message == "x.yaml: search.simulations: must be >= 1 (got 0) (and 1 more errors)"
+
+
+BAD_OVERRIDES = {
+    "no equals sign": ("search.simulations", "expected KEY=VALUE"),
+    "unknown key": ("search.simulatons=3", "unknown key search.simulatons (allowed: simulations,"),
+    "unknown section": ("serch.simulations=3", "unknown key serch (allowed: rules,"),
+    "below a value": ("search.simulations.x=3", "search.simulations is a value, not a section"),
+    "empty key part": ("search..simulations=3", "empty key part"),
+    "empty value": ("search.simulations=", "empty value"),
+    "bad YAML value": ("training.lr_values=[0.1,", "YAML syntax error"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_OVERRIDES, ids=str)
+def test_bad_override_gives_one_line_naming_it(case: str) -> None:
+    raw, expected = BAD_OVERRIDES[case]
+    with pytest.raises(ConfigError) as info:
+        load_config(None, [raw])
+    message = str(info.value)
+    assert "\n" not in message and expected in message and raw.split("=")[0] in message
+
+
+def test_an_invalid_override_value_is_blamed_on_the_override() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(ROOT / "params.yaml", ["search.simulations=0"])
+    assert str(info.value) == (
+        f"{ROOT / 'params.yaml'} (override search.simulations=0): "
+        "search.simulations: must be >= 1 (got 0)"
+    )
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^.*nope\.yaml: file not found$"):
+        load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "bin.yaml"
+    path.write_bytes(b"\xff\xfe\x00rules")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(path)
+
+
+def test_every_field_has_a_description() -> None:
+    for section, model in _sections().items():
+        assert Config.model_fields[section].description
+        for name, field in model.model_fields.items():
+            assert field.description, f"{section}.{name}"
+
+
+def test_config_error_is_a_value_error() -> None:
+    assert issubclass(ConfigError, ValueError)
+
+
+def test_models_are_frozen() -> None:
+    cfg = Config()
+    with pytest.raises(Exception):  # noqa: B017 - pydantic raises ValidationError
+        cfg.search.simulations = 3  # type: ignore[misc]
+
+
+# --- flat dict and round trips ------------------------------------------------------------
+
+
+def test_flat_dict_has_every_field_as_a_scalar() -> None:
+    flat = config_to_flat_dict(load_config(None))
+    n_fields = sum(len(model.model_fields) for model in _sections().values())
+    assert len(flat) == n_fields
+    assert flat["search.simulations"] == 32
+    assert flat["training.lr_boundaries"] == "[570, 860]"
+    assert flat["search.dirichlet_alpha"] is None
+    assert all(v is None or isinstance(v, str | int | float | bool) for v in flat.values())
+    assert config_to_flat_dict(load_config(None).resolve())["search.dirichlet_alpha"] > 0
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.name)
+def test_dump_then_load_round_trips(path: Path, tmp_path: Path) -> None:
+    cfg = load_config(path)
+    out = tmp_path / "dumped.yaml"
+    out.write_text(dump_config(cfg))
+    assert load_config(out) == cfg
+    assert load_config(out, ["rules.komi=0.5"]).rules.komi == 0.5
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    N=st.integers(5, 19),
+    komi=st.integers(-40, 40).map(lambda k: k / 2),
+    sims=st.integers(1, 5000),
+    alpha=st.none() | st.floats(1e-6, 10),
+    boundaries=st.lists(st.integers(1, 10**7), max_size=5, unique=True).map(sorted),
+    lr=st.floats(1e-8, 1.0),
+    v_resign=st.none() | st.floats(-1, 1),
+    gnugo=st.none() | st.text(min_size=1, max_size=30),
+)
+def test_random_valid_configs_round_trip(
+    N: int,
+    komi: float,
+    sims: int,
+    alpha: float | None,
+    boundaries: list[int],
+    lr: float,
+    v_resign: float | None,
+    gnugo: str | None,
+) -> None:
+    data = Config().model_dump()
+    data["rules"].update(board_size=N, komi=komi)
+    data["search"].update(simulations=sims, dirichlet_alpha=alpha)
+    data["training"].update(lr_boundaries=boundaries, lr_values=[lr] * (len(boundaries) + 1))
+    data["selfplay"]["v_resign"] = v_resign
+    data["evaluation"]["gnugo"] = gnugo
+    cfg = Config.model_validate(data)
+    assert parse_config(dump_config(cfg)) == cfg
