@@ -80,6 +80,84 @@ def gtp(
     serve(gtp_player, sys.stdin, sys.stdout, size=cfg.rules.board_size, komi=cfg.rules.komi)
 
 
+def _project() -> Path:
+    return Path.cwd()
+
+
+@app.command()
+@expected_errors
+def run(
+    config: ConfigOpt = None,
+    iterations: Annotated[int | None, typer.Option(help="Iterations to reach (default: config).")] = None,
+    name: Annotated[str | None, typer.Option(help="Run name (default: pipeline.name).")] = None,
+    dask_address: Annotated[
+        str | None, typer.Option(help="Fan self-play out to this Dask scheduler (tcp://host:8786).")
+    ] = None,
+    set_: SetOpt = None,
+) -> None:
+    """Run the pipeline (or resume it at the first unfinished stage)."""
+    from flows.pipeline import run_pipeline
+    from tasks.report import print_summary
+
+    overrides = list(set_ or []) + ([f"pipeline.name={name}"] if name else [])
+    cfg = _config(config, overrides)
+    rows = run_pipeline(cfg, _project(), iterations, dask_address)
+    print_summary(cfg, _project(), rows)
+
+
+@app.command()
+@expected_errors
+def status(
+    run_name: Annotated[str | None, typer.Argument(metavar="RUN", help="Run name.")] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Iterations done, the champion and the last Elo of a run."""
+    from tasks.report import print_status
+
+    cfg = _config(config, set_)
+    print_status(cfg, _project(), run_name or cfg.pipeline.name)
+
+
+@app.command()
+@expected_errors
+def reproduce(
+    target: Annotated[
+        str, typer.Argument(help="ITERATION, RUN/ITERATION, models:/NAME@ALIAS or models:/NAME/VERSION.")
+    ],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Rebuild a checkpoint from its DVC lineage and compare the weights' sha256."""
+    from flows.reproduce import reproduce as reproduce_flow
+
+    cfg = _config(config, set_)
+    result = reproduce_flow(target, str(_project()), cfg.pipeline.name,
+                            cfg.pipeline.mlflow_tracking_uri, cfg.pipeline.data_dir)
+    typer.echo(f"run {result.run} iteration {result.iteration}")
+    typer.echo(f"recorded sha256 {result.recorded_sha256}")
+    typer.echo(f"rebuilt  sha256 {result.rebuilt_sha256}")
+    for line in result.differences:
+        typer.echo(f"differs: {line}")
+    typer.echo("MATCH" if result.match else "MISMATCH")
+    if not result.match:
+        raise typer.Exit(1)
+
+
+@app.command()
+@expected_errors
+def ui(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5000,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Open the MLflow UI on the run store (bound to 127.0.0.1)."""
+    from tasks.ui import serve_ui
+
+    cfg = _config(config, set_)
+    serve_ui(cfg.pipeline.mlflow_tracking_uri, project=_project(), port=port)
+
+
 def main() -> None:
     app()
 

@@ -106,6 +106,19 @@ def write_json(path: Path, data: Any) -> None:
         raise
 
 
+def write_text(path: Path, text: str) -> None:
+    """Write text atomically: a temp name in the same folder, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def read_json(path: Path) -> Any | None:
     return json.loads(path.read_text()) if path.exists() else None
 

@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from tasks.layout import write_text
+
 RUN_BRANCH_PREFIX = "tabula/runs/"
 _GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "tabula",
@@ -101,16 +103,7 @@ def ensure_repo(project: Path, remote: str) -> None:
 
 def write_stage_file(path: Path, stages: dict[str, dict[str, Any]]) -> None:
     """Write a ``dvc.yaml`` with ``stages`` atomically (temp name, then rename)."""
-    text = yaml.safe_dump({"stages": stages}, sort_keys=False)
-    _atomic_write_text(path, text)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    write_text(path, yaml.safe_dump({"stages": stages}, sort_keys=False))
 
 
 def commit_stage(project: Path, stage_file: Path, stage: str, push: bool = True) -> dict[str, str]:
@@ -154,6 +147,21 @@ def status(project: Path, targets: Sequence[str] | None = None) -> dict[str, Any
     """``dvc status``: empty when every recorded output matches the workspace."""
     with _repo(project) as repo:
         return repo.status(targets=list(targets) if targets else None)
+
+
+def changed_deps(project: Path, stage_file: Path, stage: str) -> dict[str, str]:
+    """Dependencies of ``stage`` whose workspace content differs from ``dvc.lock``.
+
+    Returns ``{path relative to the project: "modified" | "deleted" | ...}``; empty when every
+    input is exactly what was recorded.
+    """
+    target = f"{stage_file.resolve().relative_to(project.resolve())}:{stage}"
+    changed: dict[str, str] = {}
+    with _repo(project) as repo:
+        for entry in repo.status(targets=[target]).get(target, []):
+            if isinstance(entry, dict):
+                changed.update(entry.get("changed deps", {}))
+    return changed
 
 
 def pull(project: Path, targets: Sequence[str]) -> None:

@@ -1,0 +1,1 @@
+"""Prefect flows: control flow only (iteration, pipeline, reproduce)."""

@@ -1,0 +1,75 @@
+"""Rebuild a checkpoint from its lineage and compare its weights with the recorded ones.
+
+``tabula reproduce ITERATION | models:/NAME@ALIAS | models:/NAME/VERSION``:
+
+1. find the run and iteration (a model version carries them as tags);
+2. restore the iteration's stage file and lock from the run branch when the clone lacks them;
+3. pull the training stage's recorded inputs (the window's self-play directories and the parent
+   checkpoint) from the DVC remote where they are missing, and check each one against the hash
+   that ``dvc.lock`` recorded;
+4. re-run the training stage with the recorded seed, steps and params into a scratch folder;
+5. compare the sha256 of the new weights with the recorded one: MATCH, or what differs.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefect import flow
+
+from tabula.config import parse_config
+from tasks import stages
+from tasks.layout import RunLayout, read_json
+from tasks.reproduce import check_inputs, locate, restore_lineage
+
+
+@dataclass
+class Reproduction:
+    """The verdict of a reproduction: ``match`` and, when not, what differs."""
+
+    run: str
+    iteration: int
+    recorded_sha256: str
+    rebuilt_sha256: str
+    differences: list[str] = field(default_factory=list)
+
+    @property
+    def match(self) -> bool:
+        return self.recorded_sha256 == self.rebuilt_sha256 and not self.differences
+
+
+@flow(name="tabula-reproduce", flow_run_name="reproduce-{target}")
+def reproduce(target: str, project: str, run: str, tracking_uri: str,
+              data_dir: str = "data") -> Reproduction:
+    project_path = Path(project).resolve()
+    run, i, recorded = locate(target, project_path, run, data_dir, tracking_uri)
+    layout = RunLayout(project_path, data_dir, run)
+    restore_lineage(layout, i)
+    cfg = parse_config(layout.params.read_text(), source=str(layout.params))
+    train_record = read_json(layout.marker(i, "train")) or {}
+    recorded = recorded or train_record.get("weights_sha256", "")
+    differences = check_inputs(layout, i)
+    parent = layout.trainer_ckpt(i - 1)
+    init = parent if i > 1 and parent.exists() else layout.model(i - 1)
+    window = list(train_record.get("window", {}))
+    seed = int(train_record.get("seed") or stages.derive_seed(cfg.pipeline.seed, i, 1))
+    with tempfile.TemporaryDirectory(prefix="tabula-reproduce-") as scratch:
+        scratch_layout = _Scratch(layout, Path(scratch))
+        rebuilt = stages.train.fn(cfg, scratch_layout, i, window, str(init), seed, None, None)
+    if rebuilt.get("global_step") != train_record.get("global_step"):
+        differences.append(f"global step {rebuilt.get('global_step')} != recorded "
+                           f"{train_record.get('global_step')}")
+    return Reproduction(run, i, recorded, rebuilt["weights_sha256"], differences)
+
+
+class _Scratch(RunLayout):
+    """The run's layout, except that the retrained model goes to a scratch folder."""
+
+    def __init__(self, layout: RunLayout, scratch: Path) -> None:
+        super().__init__(layout.project, layout.data_dir, layout.run)
+        object.__setattr__(self, "_scratch", scratch)
+
+    def model_dir(self, i: int) -> Path:
+        return self._scratch / "model"  # type: ignore[attr-defined]

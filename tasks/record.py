@@ -1,0 +1,103 @@
+"""Prefect tasks that record an iteration in MLflow (through ``tasks.tracking``).
+
+Each takes explicit run ids: MLflow's active run is per thread and tasks run in pools.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from tabula.config import Config, config_to_flat_dict
+from tasks import tracking
+from tasks.layout import RunLayout
+from tasks.stages import IO_RETRIES
+
+
+def tracking_uri(cfg: Config, layout: RunLayout) -> str:
+    return tracking.resolve_uri(cfg.pipeline.mlflow_tracking_uri, layout.project)
+
+
+def _client(cfg: Config, layout: RunLayout):
+    return tracking.connect(cfg.pipeline.mlflow_tracking_uri, layout.project)
+
+
+def _experiment(cfg: Config, layout: RunLayout, client) -> str:
+    root = cfg.pipeline.mlflow_artifact_root
+    artifacts = root if "://" in root else layout.project / root
+    return tracking.experiment(client, f"tabula/{layout.run}", artifacts)
+
+
+@task(name="mlflow-open-pipeline", **IO_RETRIES)
+def open_pipeline_run(cfg: Config, layout: RunLayout, tags: dict[str, str]) -> str:
+    """The run's parent MLflow run (found again on resume), with the full config as params."""
+    client = _client(cfg, layout)
+    exp = _experiment(cfg, layout, client)
+    key = {tracking.TAG_RUN: layout.run, tracking.TAG_KIND: "pipeline"}
+    run_id = tracking.find_or_create_run(client, exp, key, layout.run, tags=tags)
+    tracking.log_params(client, run_id, config_to_flat_dict(cfg.resolve()))
+    return run_id
+
+
+@task(name="mlflow-open-iteration", **IO_RETRIES)
+def open_iteration_run(cfg: Config, layout: RunLayout, i: int, parent_id: str,
+                       tags: dict[str, str]) -> str:
+    """The iteration's child run: created once, reopened when the iteration resumes."""
+    client = _client(cfg, layout)
+    exp = _experiment(cfg, layout, client)
+    key = {tracking.TAG_RUN: layout.run, tracking.TAG_KIND: "iteration",
+           tracking.TAG_ITERATION: str(i)}
+    run_id = tracking.find_or_create_run(client, exp, key, f"iter-{i:04d}", parent_id=parent_id,
+                                         tags=tags)
+    tracking.log_params(client, run_id, config_to_flat_dict(cfg.resolve()))
+    return run_id
+
+
+@task(name="mlflow-log", **IO_RETRIES)
+def log_metrics(cfg: Config, layout: RunLayout, run_ids: list[str], metrics: dict[str, float],
+                step: int, tags: dict[str, Any] | None = None) -> None:
+    """The same metrics on several runs (the iteration child and the pipeline parent)."""
+    client = _client(cfg, layout)
+    for run_id in run_ids:
+        tracking.log_metrics(client, run_id, metrics, step)
+        if tags:
+            tracking.set_tags(client, run_id, tags)
+
+
+@task(name="mlflow-dataset", **IO_RETRIES)
+def log_datasets(cfg: Config, layout: RunLayout, run_id: str, datasets: dict[str, str],
+                 context: str) -> None:
+    """Datasets as MLflow inputs: ``{DVC path: DVC hash}``."""
+    client = _client(cfg, layout)
+    for path, digest in datasets.items():
+        name = path.split("/", 2)[-1].replace("/", "-")
+        tracking.log_dataset(client, run_id, name, path, digest, context)
+
+
+@task(name="mlflow-artifacts", **IO_RETRIES)
+def log_artifacts(cfg: Config, layout: RunLayout, run_id: str, paths: dict[str, str]) -> None:
+    """``{local path: artifact folder}`` for files or folders that exist."""
+    from pathlib import Path
+
+    client = _client(cfg, layout)
+    for path, folder in paths.items():
+        if Path(path).exists():
+            tracking.log_artifact(client, run_id, Path(path), folder)
+
+
+@task(name="mlflow-register", **IO_RETRIES)
+def register(cfg: Config, layout: RunLayout, run_id: str, i: int, sha256: str,
+             tags: dict[str, Any], champion: bool) -> str:
+    """Make iteration ``i``'s checkpoint a model version; alias it ``champion`` if promoted."""
+    client = _client(cfg, layout)
+    name = cfg.pipeline.registered_model_for(cfg.rules.board_size)
+    version = tracking.register_checkpoint(client, name, run_id, layout.model(i), sha256, tags)
+    if champion:
+        tracking.set_alias(client, name, "champion", version)
+    return version
+
+
+@task(name="mlflow-finish", **IO_RETRIES)
+def finish(cfg: Config, layout: RunLayout, run_id: str, status: str = "FINISHED") -> None:
+    tracking.finish(_client(cfg, layout), run_id, status)

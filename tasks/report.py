@@ -1,0 +1,77 @@
+"""What a person sees at the end of a run and from ``tabula status``: rich tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tabula.config import Config
+from tasks.layout import RunLayout, read_json, stage_done
+
+
+def _elo(row: dict[str, Any]) -> str:
+    if row.get("elo") is None:
+        return "—"
+    half = (row["elo_high"] - row["elo_low"]) / 2
+    return f"{row['elo']:.0f} ± {half:.0f}"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.0f}%"
+
+
+def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title)
+    for column in ("iteration", "promoted", "gate win rate", "vs random", "Elo ± 95%",
+                   "positions", "time"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(
+            str(row["iteration"]), "yes" if row.get("promoted") else "no",
+            _pct(row.get("win_rate")), _pct(row.get("vs_random")), _elo(row),
+            str(row.get("positions") or "—"), f"{row.get('stage_seconds', 0):.0f} s",
+        )
+    return table
+
+
+def print_summary(cfg: Config, project: Path, rows: list[dict[str, Any]]) -> None:
+    from tasks.ui import ui_command
+
+    console = Console()
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+    console.print(summary_table(rows, f"tabula run {cfg.pipeline.name!r}"))
+    champion = read_json(layout.champion) or {}
+    console.print(f"champion: iteration {champion.get('iteration')} ({champion.get('model')})")
+    if (layout.root / "elo.png").exists():
+        console.print(f"Elo curve: {layout.rel(layout.root / 'elo.png')}")
+    console.print(f"MLflow UI: {ui_command(cfg.pipeline.mlflow_tracking_uri)}")
+
+
+def print_status(cfg: Config, project: Path, run: str) -> None:
+    layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, run)
+    if not layout.root.exists():
+        raise ValueError(f"no run named {run!r} under {layout.root.parent}")
+    done = []
+    i = 1
+    while layout.iteration(i).exists():
+        stages = [s for s in ("selfplay", "train", "evaluate", "promote")
+                  if stage_done(layout, i, s) is not None]
+        done.append((i, stages))
+        i += 1
+    console = Console()
+    finished = [i for i, s in done if len(s) == 4]
+    console.print(f"run {run!r}: {len(finished)} iteration(s) finished")
+    for i, stages in done:
+        if len(stages) < 4:
+            console.print(f"iteration {i}: unfinished (done: {', '.join(stages) or 'nothing'})")
+    champion = read_json(layout.champion) or {}
+    console.print(f"champion: iteration {champion.get('iteration', 0)}")
+    if finished:
+        last = stage_done(layout, finished[-1], "evaluate") or {}
+        elo = last.get("elo") or {}
+        if elo:
+            console.print(f"last Elo: {elo['elo']:.0f} "
+                          f"[{elo['low']:.0f}, {elo['high']:.0f}] (iteration {finished[-1]})")

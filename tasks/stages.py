@@ -1,0 +1,180 @@
+"""Prefect tasks of an iteration: one side effect each, keyed by (run, iteration, worker, seed).
+
+Tasks pass paths and hashes, never tensors; each finds its finished output instead of redoing
+it (``state/STAGE.json``, see ``tasks.layout``) and retries only on I/O errors. The work itself
+lives in plain functions (``tasks.selfplay``, ``tasks.train``, ``tasks.match``) that the CLI
+calls too.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from prefect import task
+
+from tabula.config import Config
+from tasks.layout import RunLayout, mark_done, reset_dir, stage_done, write_json
+
+
+def _retry_on_io(task_: Any, task_run: Any, state: Any) -> bool:
+    """Retry a task only when it failed on I/O (a flaky remote, a busy disk), not on a bug."""
+    try:
+        state.result()
+    except OSError:
+        return True
+    except BaseException:
+        return False
+    return False
+
+
+IO_RETRIES: dict[str, Any] = {
+    "retries": 2, "retry_delay_seconds": 2, "retry_condition_fn": _retry_on_io,
+}
+
+
+def derive_seed(run_seed: int, *keys: int) -> int:
+    """One 63-bit seed per (run, iteration, worker, ...) from the run's seed."""
+    return int(np.random.SeedSequence([run_seed, *keys]).generate_state(2, np.uint64)[0] >> 1)
+
+
+def plain(record: Any) -> dict[str, Any]:
+    """A result object as JSON-ready data (paths as strings)."""
+    if hasattr(record, "to_dict"):
+        data = record.to_dict()
+    elif is_dataclass(record):
+        data = asdict(record)
+    else:
+        data = dict(record)
+    return {k: str(v) if isinstance(v, Path) else v for k, v in data.items()}
+
+
+@task(name="init-model", task_run_name="init-model", **IO_RETRIES)
+def init_model(cfg: Config, layout: RunLayout, seed: int) -> dict[str, Any]:
+    """The randomly initialised network that starts the run (iteration 0)."""
+    from model.network import make_network, save_checkpoint, weights_sha256
+
+    done = stage_done(layout, 0, "init")
+    if done is not None:
+        return done
+    reset_dir(layout.model_dir(0))
+    net = make_network(cfg.rules.board_size, cfg.network.blocks, cfg.network.filters, seed=seed,
+                       value_hidden=cfg.network.value_hidden)
+    meta = {"model_id": f"{layout.run}/iter-0000", "seed": seed, "global_step": 0,
+            "parent": None, "run": layout.run, "iteration": 0}
+    save_checkpoint(layout.model(0), net, meta)
+    record = {"model": layout.rel(layout.model(0)), "sha256": weights_sha256(net)}
+    mark_done(layout, 0, "init", record)
+    return record
+
+
+@task(name="selfplay-worker", task_run_name="selfplay-i{iteration}-w{worker}", **IO_RETRIES)
+def selfplay_worker(cfg: Config, layout: RunLayout, iteration: int, worker: int, model: str,
+                    games: int, seed: int) -> dict[str, Any]:
+    """Play ``games`` games with ``model`` into ``iter-N/selfplay/worker-W`` (or find them)."""
+    from tasks.selfplay import run_worker
+
+    marker = f"selfplay-w{worker:02d}"
+    done = stage_done(layout, iteration, marker)
+    if done is not None:
+        return done
+    out = layout.worker(iteration, worker)
+    reset_dir(out)  # a killed worker's shards are replaced, never appended to
+    started = time.perf_counter()
+    result = plain(run_worker(cfg, model, out, games=games, seed=seed, iteration=iteration,
+                              worker=worker))
+    result["seconds"] = time.perf_counter() - started
+    mark_done(layout, iteration, marker, result)
+    return result
+
+
+@task(name="train", task_run_name="train-i{iteration}", **IO_RETRIES)
+def train(cfg: Config, layout: RunLayout, iteration: int, window: list[str], init: str,
+          seed: int, mlflow_run_id: str | None, tracking_uri: str | None) -> dict[str, Any]:
+    """Continue training the latest network on the window; export ``iter-N/model``."""
+    from tasks.train import train_stage
+
+    reset_dir(layout.model_dir(iteration))
+    started = time.perf_counter()
+    result = plain(train_stage(
+        cfg, [layout.project / w for w in window], layout.model(iteration),
+        init=Path(init), steps=cfg.training.steps, seed=seed, mlflow_run_id=mlflow_run_id,
+        tracking_uri=tracking_uri, progress=False, model_id=f"{layout.run}/iter-{iteration:04d}",
+    ))
+    result["seconds"] = time.perf_counter() - started
+    return result
+
+
+@task(name="gate", task_run_name="gate-i{iteration}", **IO_RETRIES)
+def gate(cfg: Config, layout: RunLayout, iteration: int, best: int, seed: int) -> dict[str, Any]:
+    """The candidate plays the champion; the decision comes with its evidence."""
+    from tasks.match import run_gate
+
+    out = layout.match(iteration) / "gate"
+    reset_dir(out)
+    started = time.perf_counter()
+    decision = run_gate(str(layout.model(iteration)), str(layout.model(best)), cfg, out,
+                        store=layout.results, seed=seed, iteration=iteration)
+    result = plain(decision)
+    result["seconds"] = time.perf_counter() - started
+    return result
+
+
+@task(name="anchor-match", task_run_name="anchor-i{iteration}-{anchor}", **IO_RETRIES)
+def anchor_match(cfg: Config, layout: RunLayout, iteration: int, anchor: str,
+                 seed: int) -> dict[str, Any]:
+    """A few games against a fixed anchor (random, GnuGo) that ground the Elo scale."""
+    from tasks.match import run_match
+
+    name = anchor.split()[0].removeprefix("gtp:")
+    out = layout.match(iteration) / f"vs-{name}"
+    reset_dir(out)
+    started = time.perf_counter()
+    result = plain(run_match(str(layout.model(iteration)), anchor, cfg.evaluation.anchor_games,
+                             cfg, out, layout.results, seed=seed, iteration=iteration,
+                             alternate=True))
+    result["seconds"] = time.perf_counter() - started
+    return result
+
+
+@task(name="ratings", task_run_name="ratings-i{iteration}")
+def ratings(layout: RunLayout, iteration: int) -> list[dict[str, Any]]:
+    """Fit Elo over every game of the run so far; write the table and the Elo curve."""
+    from tasks.ratings import plot_elo_curve, ratings_table
+
+    table = ratings_table(layout.results)
+    write_json(layout.match(iteration) / "ratings.json", table)
+    by_name = {row["player"]: row for row in table}
+    points = []
+    for j in range(0, iteration + 1):
+        row = by_name.get(f"{layout.run}/iter-{j:04d}")
+        if row is not None:
+            points.append((j, row["elo"], row["low"], row["high"]))
+    if points:
+        plot_elo_curve(points, layout.root / "elo.png")
+    return table
+
+
+@task(name="dvc-commit", task_run_name="dvc-commit-i{iteration}-{stage}", **IO_RETRIES)
+def dvc_commit(layout: RunLayout, iteration: int, stage: str) -> dict[str, str]:
+    """Record a finished stage's outputs in dvc.lock and push them to the remote."""
+    from tasks.versioning import commit_stage
+
+    return commit_stage(layout.project, layout.stage_file(iteration), stage)
+
+
+@task(name="record-lineage", task_run_name="lineage-i{iteration}", **IO_RETRIES)
+def record_lineage(layout: RunLayout, iteration: int, message: str) -> str | None:
+    """Commit the run's stage files and locks to ``tabula/runs/<run>``; tag the iteration."""
+    from tasks.versioning import record_on_run_branch
+
+    root = layout.root
+    files = [layout.params, layout.champion, *root.glob("iter-*/dvc.yaml"),
+             *root.glob("iter-*/dvc.lock"), *root.glob("iter-*/.gitignore"),
+             *root.glob("iter-*/state/*.json"), layout.project / ".dvc" / "config",
+             layout.project / ".dvcignore"]
+    tag = f"tabula/{layout.run}/iter-{iteration:04d}" if iteration > 0 else None
+    return record_on_run_branch(layout.project, layout.run, files, message, tag=tag)
