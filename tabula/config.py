@@ -14,30 +14,48 @@ is ours unless the paper gives it; 19x19 gives the paper's number exactly):
 - ``selfplay.temperature_moves``: round(30 * N**2 / 361) (paper tau = 1 for 30 moves).
 - ``pipeline.registered_model``: f"tabula-{N}x{N}".
 
-Every failure is a `ConfigError` (a ValueError) whose message is one line naming the source,
-the key path and what is allowed, e.g.
-``params.yaml: search.simulations: must be >= 1 (got 0)``.
-This module reads one file (the YAML it is given) and does nothing at import time.
+Reading YAML, applying overrides and the one-line `ConfigError` messages (e.g.
+``params.yaml: search.simulations: must be >= 1 (got 0)``) are in `tabula.config_io`; its
+public names are re-exported here. Nothing happens at import time.
 """
 
 from __future__ import annotations
 
-import copy
-import json
-import re
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-Scalar = str | int | float | bool | None
+# The I/O half lives in config_io (which imports Config only on use, so there is no cycle);
+# re-exported here so callers need one import.
+from tabula.config_io import (
+    ConfigError,
+    Scalar,
+    apply_overrides,
+    config_to_flat_dict,
+    dump_config,
+    load_config,
+    parse_config,
+)
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "EvaluationConfig",
+    "NetworkConfig",
+    "PipelineConfig",
+    "RulesConfig",
+    "Scalar",
+    "SearchConfig",
+    "SelfPlayConfig",
+    "TrainingConfig",
+    "apply_overrides",
+    "config_to_flat_dict",
+    "dump_config",
+    "load_config",
+    "parse_config",
+]
+
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # safe in paths, MLflow and DVC names
-
-
-class ConfigError(ValueError):
-    """A bad config file, value or override; ``str(e)`` is one line naming the key."""
 
 
 class _Section(BaseModel):
@@ -270,244 +288,3 @@ class Config(_Section):
         return self.model_copy(
             update={"search": search, "selfplay": selfplay, "pipeline": pipeline}
         )
-
-
-# --- YAML ------------------------------------------------------------------------------------
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads YAML 1.2 floats ("1e-4" is a float) and rejects duplicate keys."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            if isinstance(key, str | int | float | bool) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            seen.add(key if isinstance(key, str | int | float | bool) else id(key))
-        return super().construct_mapping(node, deep)
-
-
-class _Dumper(yaml.SafeDumper):
-    """SafeDumper writing lists inline ("lr_values: [0.01, 0.001]") and mappings as blocks."""
-
-    def represent_list(self, data: Any) -> yaml.SequenceNode:
-        return self.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
-
-
-_Dumper.add_representer(list, _Dumper.represent_list)
-
-# PyYAML follows YAML 1.1, where a float needs a dot; YAML 1.2 also takes 1e-4.
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
-
-
-def _read_yaml(text: str, label: str) -> Any:
-    try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise ConfigError(_one_line(f"{label}: {where}YAML syntax error: {e.problem}")) from None
-    except yaml.YAMLError as e:
-        raise ConfigError(_one_line(f"{label}: YAML syntax error: {e}")) from None
-
-
-# --- overrides ---------------------------------------------------------------------------------
-
-
-def _one_line(message: str) -> str:
-    return " ".join(message.split())
-
-
-def _model_at(path: Sequence[Any]) -> type[BaseModel] | None:
-    """The model class at a key path from Config, or None if the path is not a section."""
-    model: type[BaseModel] = Config
-    for part in path:
-        field = model.model_fields.get(part) if isinstance(part, str) else None
-        annotation = field.annotation if field is not None else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return None
-        model = annotation
-    return model
-
-
-def _allowed(model: type[BaseModel]) -> str:
-    return ", ".join(model.model_fields)
-
-
-def _parse_override(raw: str) -> tuple[tuple[str, ...], Any]:
-    """Split "a.b=VALUE" into a checked key path and the value parsed as YAML."""
-    if "=" not in raw:
-        raise ConfigError(f"override {raw!r}: expected KEY=VALUE, e.g. search.simulations=200")
-    key, text = (s.strip() for s in raw.split("=", 1))
-    parts = tuple(key.split("."))
-    if not all(parts):
-        raise ConfigError(f"override {raw!r}: empty key part in {key!r}")
-    annotation: Any = Config
-    for i, part in enumerate(parts):
-        model = _model_at(parts[:i])
-        if model is None:
-            raise ConfigError(f"override {raw!r}: {'.'.join(parts[:i])} is a value, not a section")
-        if part not in model.model_fields:
-            raise ConfigError(
-                f"override {raw!r}: unknown key {'.'.join(parts[: i + 1])} "
-                f"(allowed: {_allowed(model)})"
-            )
-        annotation = model.model_fields[part].annotation
-    if not text:
-        raise ConfigError(f"override {raw!r}: empty value (write null for None, '' for empty)")
-    value = _read_yaml(text, f"override {raw!r}")
-    # A string field takes the text as written, so name=2024 or name=0123 stay strings.
-    if annotation in (str, str | None) and not isinstance(value, str | dict | list | None):
-        value = text
-    return parts, value
-
-
-def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Return a deep copy of `data` with each "section.key=VALUE" set, in order.
-
-    VALUE is parsed as a YAML scalar or flow collection: "200", "null", "true", "[1, 2]".
-    Keys are checked against the Config schema (not against `data`, which may be partial).
-    """
-    if isinstance(overrides, str):
-        overrides = [overrides]
-    out = copy.deepcopy(data)
-    for raw in overrides:
-        parts, value = _parse_override(raw)
-        node = out
-        for i, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                where = ".".join(parts[: i + 1])
-                raise ConfigError(f"override {raw!r}: {where} is not a mapping in the config")
-            node = child
-        node[parts[-1]] = value
-    return out
-
-
-# --- validation errors as one line ------------------------------------------------------------
-
-_TYPE_MESSAGES = {
-    "int_type": "must be an integer",
-    "float_type": "must be a number",
-    "bool_type": "must be true or false",
-    "string_type": "must be a string",
-    "list_type": "must be a list",
-    "model_type": "must be a mapping",
-    "dict_type": "must be a mapping",
-    "finite_number": "must be a finite number",
-    "string_too_short": "must not be empty",
-    "missing": "required key is missing",
-}
-_BOUNDS = {  # pydantic error type -> (operator, ctx key)
-    "greater_than_equal": (">=", "ge"),
-    "greater_than": (">", "gt"),
-    "less_than_equal": ("<=", "le"),
-    "less_than": ("<", "lt"),
-}
-
-
-def _describe(error: Any) -> str:
-    """One pydantic error as 'must be ... (got X)' or 'unknown key (allowed: ...)'."""
-    kind, ctx = error["type"], error.get("ctx") or {}
-    if kind == "extra_forbidden":
-        model = _model_at(error["loc"][:-1])
-        return f"unknown key (allowed: {_allowed(model)})" if model else "unknown key"
-    if kind in _BOUNDS:
-        op, bound = _BOUNDS[kind]
-        text = f"must be {op} {ctx[bound]}"
-    elif kind == "literal_error":
-        text = f"must be one of {ctx['expected']}"
-    elif kind == "string_pattern_mismatch":
-        text = "must be letters, digits, '.', '_' or '-', starting with a letter or digit"
-    elif kind == "value_error":
-        text = str(ctx.get("error", error["msg"]))
-        if "(got" in text:
-            return text
-    else:
-        text = _TYPE_MESSAGES.get(kind, error["msg"])
-    if kind == "missing":
-        return text
-    got = repr(error["input"])
-    return f"{text} (got {got if len(got) <= 60 else got[:57] + '...'})"
-
-
-def _validate(data: Any, label: str, overrides: Sequence[str]) -> Config:
-    if not isinstance(data, dict):
-        got = "an empty file" if data is None else f"a {type(data).__name__}"
-        raise ConfigError(
-            f"{label}: top level must be a mapping of sections ({_allowed(Config)}), got {got}"
-        )
-    try:
-        return Config.model_validate(data)
-    except ValidationError as e:
-        errors = e.errors(include_url=False)
-        first = errors[0]
-        loc = tuple(first["loc"])
-        for raw in overrides:  # blame the override when it set (part of) the bad key
-            parts = tuple(raw.split("=", 1)[0].strip().split("."))
-            if loc[: len(parts)] == parts or parts[: len(loc)] == loc:
-                label = f"{label} (override {raw})"
-                break
-        key = ".".join(str(p) for p in loc) or "(top level)"
-        more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
-        raise ConfigError(_one_line(f"{label}: {key}: {_describe(first)}{more}")) from None
-
-
-# --- public entry points -----------------------------------------------------------------------
-
-
-def parse_config(text: str, source: str = "<string>", overrides: Sequence[str] = ()) -> Config:
-    """Config from YAML text; `source` names it in error messages."""
-    overrides = [overrides] if isinstance(overrides, str) else list(overrides)
-    data = _read_yaml(text, source)
-    if isinstance(data, dict):
-        data = apply_overrides(data, overrides)
-    return _validate(data, source, overrides)
-
-
-def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
-    """Load a YAML config file (None = the embedded quick-start default), apply overrides.
-
-    Raises ConfigError (one line) for a missing or unreadable file, bad YAML, an unknown key,
-    a wrong type or out-of-range value, or a bad override.
-    """
-    if path is None:
-        overrides = [overrides] if isinstance(overrides, str) else list(overrides)
-        data = apply_overrides(Config().model_dump(), overrides)
-        return _validate(data, "<default>", overrides)
-    label = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{label}: file not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{label}: is a directory, expected a YAML file") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{label}: not UTF-8 text") from None
-    except OSError as e:
-        raise ConfigError(_one_line(f"{label}: cannot read: {e.strerror or e}")) from None
-    return parse_config(text, label, overrides)
-
-
-def config_to_flat_dict(cfg: Config) -> dict[str, Scalar]:
-    """{"search.simulations": 200, ...}: one scalar per field, lists as JSON text (for MLflow).
-
-    Pass ``cfg.resolve()`` to record the board-scaled values instead of None.
-    """
-    flat: dict[str, Scalar] = {}
-    for section, model in cfg:
-        for key, value in model:
-            flat[f"{section}.{key}"] = json.dumps(value) if isinstance(value, list) else value
-    return flat
-
-
-def dump_config(cfg: Config) -> str:
-    """The config as YAML text (block sections, flow lists) that `parse_config` reads back equal."""
-    return yaml.dump(cfg.model_dump(), Dumper=_Dumper, sort_keys=False, default_flow_style=False)
