@@ -1,0 +1,392 @@
+"""Go Text Protocol, version 2: one input line in, one response string out.
+
+`GtpEngine.handle` is pure protocol: it parses one line the way the GTP 2 specification
+(section 2, "Protocol basics") says, updates its `Game`, and returns the full response text.
+Nothing here reads or writes a stream except `run`/`serve`, which take the streams as
+parameters (the CLI passes stdin/stdout).
+
+Response format: ``=[id] text`` on success, ``?[id] message`` on failure, each terminated by
+one empty line (``"\\n\\n"``). The optional numeric id of a command is echoed as given.
+Pre-processing (spec 2.3): control characters other than HT and LF are removed, HT becomes a
+space, everything after ``#`` is a comment, and lines that are then empty get no response
+(`handle` returns None).
+
+Failure messages: ``unknown command``; ``syntax error`` (wrong argument count, a colour
+that is not b/black/w/white, a token that is not a vertex/int/float); ``illegal move``
+(occupied, suicide, positional superko, or a well-formed vertex off this board);
+``unacceptable size`` (boardsize outside 5..19); ``cannot undo`` (no move to take back).
+
+Moves come from a pluggable `Player` (the network player implements the same Protocol).
+Vertices are GTP coordinates (A..T without I, row 1 at the bottom, see `tabula.go.coords`).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from typing import Protocol, TextIO
+
+import numpy as np
+
+from tabula.go import coords
+from tabula.go.game import Game, IllegalMoveError
+from tabula.sgf import result_string
+
+RESIGN = -1
+"""What `Player.genmove` returns to resign (flat moves are 0..M, pass is M = N*N)."""
+
+ENGINE_NAME = "tabula"
+ENGINE_VERSION = "0.1.0"
+MIN_SIZE, MAX_SIZE = coords.MIN_SIZE, coords.MAX_SIZE
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # spec 2.3: all but HT (\x09) and LF (\x0a)
+_ID = re.compile(r"[0-9]+")
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_VERTEX = re.compile(r"[A-HJ-Z][0-9]{1,2}")  # well-formed, maybe off this board
+_COLOURS = {"b": 1, "black": 1, "w": -1, "white": -1}
+_INT_CAP = 10**18  # longer integers saturate (never hand huge digit strings to int())
+
+
+class Player(Protocol):
+    """A move source: the random player here, the network player later."""
+
+    def genmove(self, game: Game, color: int) -> int:
+        """Return a flat move for `color` (+1 black, -1 white) in `game`.
+
+        The move is 0..M-1 for a point, M = N*N for pass, or `RESIGN`. `game` is the
+        engine's position (a copy: mutating it has no effect). `color` may differ from
+        `game.to_play` (GTP lets a controller ask for either colour); the move must be legal
+        for `color`.
+        """
+        ...
+
+
+def own_eyes(board: np.ndarray, color: int) -> np.ndarray:
+    """Single-point eyes of `color`: empty points whose on-board neighbours are all `color`.
+
+    board: int8[N, N] (+1 black, -1 white, 0 empty). Returns bool[N, N]. The board edge
+    counts as `color`, so a corner needs two stones. Diagonals are not looked at.
+    """
+    padded = np.pad(board, 1, constant_values=color)
+    surrounded = (
+        (padded[:-2, 1:-1] == color)
+        & (padded[2:, 1:-1] == color)
+        & (padded[1:-1, :-2] == color)
+        & (padded[1:-1, 2:] == color)
+    )
+    return (board == 0) & surrounded
+
+
+class RandomPlayer:
+    """Uniform among legal moves, except moves that fill a single-point eye of its own colour.
+
+    Excluding own-eye fills is what makes random games end (two passes) instead of running
+    to the move limit: it passes when nothing else is left, and never resigns.
+    """
+
+    def __init__(self, seed: int | None = 0) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def genmove(self, game: Game, color: int) -> int:
+        M = game.size * game.size
+        if color == game.to_play:
+            legal = np.asarray(game.legal_mask(), dtype=bool)[:M].copy()
+        else:
+            legal = np.array([game.is_legal(m, color) for m in range(M)], dtype=bool)
+        legal &= ~own_eyes(game.board, color).reshape(M)
+        candidates = np.flatnonzero(legal)
+        if candidates.size == 0:
+            return M
+        return int(self._rng.choice(candidates))
+
+
+class _GtpFailure(Exception):
+    """A command failed; the message becomes the ``?`` response."""
+
+
+def _syntax_error() -> _GtpFailure:
+    return _GtpFailure("syntax error")
+
+
+def _parse_int(token: str) -> int:
+    """A GTP int (optionally signed); huge values saturate at +-10**18."""
+    if not _INT.fullmatch(token):
+        raise _syntax_error()
+    sign = -1 if token[0] == "-" else 1
+    digits = token.lstrip("+-").lstrip("0") or "0"
+    return sign * _INT_CAP if len(digits) > 18 else sign * int(digits)
+
+
+def _parse_float(token: str) -> float:
+    if not _FLOAT.fullmatch(token) or len(token) > 64:
+        raise _syntax_error()
+    value = float(token)
+    if not np.isfinite(value):
+        raise _syntax_error()
+    return value
+
+
+def _parse_colour(token: str) -> int:
+    colour = _COLOURS.get(token.lower())
+    if colour is None:
+        raise _syntax_error()
+    return colour
+
+
+def preprocess(line: str) -> str:
+    """Spec 2.3: drop control characters and the comment, tabs become spaces, trim."""
+    line = line.replace("\t", " ").replace("\n", " ")
+    line = _CONTROL.sub("", line).split("#", 1)[0]
+    return line.strip()
+
+
+def _format(ok: bool, cmd_id: str, text: str) -> str:
+    # No empty line may appear inside a response: it would end the response early.
+    body = "\n".join(ln for ln in text.split("\n") if ln.strip())
+    if text.startswith("\n") and body:
+        body = "\n" + body  # multi-line answers (showboard) start on their own line
+    return f"{'=' if ok else '?'}{cmd_id} {body}\n\n"
+
+
+class GtpEngine:
+    """GTP 2 engine state: the current `Game`, board size, komi, and the move source.
+
+    `handle(line)` never raises: malformed lines get ``? syntax error`` or
+    ``? unknown command``, and any failure inside a `Player` becomes a ``?`` response.
+    """
+
+    def __init__(self, player: Player, size: int = 9, komi: float = 7.5) -> None:
+        self.player = player
+        self.size = size
+        self.komi = komi
+        self.game = Game(size=size, komi=komi)
+        self.wants_quit = False
+        self._commands: dict[str, Callable[[list[str]], str]] = {
+            "protocol_version": self._protocol_version,
+            "name": self._name,
+            "version": self._version,
+            "known_command": self._known_command,
+            "list_commands": self._list_commands,
+            "quit": self._quit,
+            "boardsize": self._boardsize,
+            "clear_board": self._clear_board,
+            "komi": self._komi,
+            "play": self._play,
+            "genmove": self._genmove,
+            # KGS asks for this when the players disagree about dead stones; with
+            # Tromp-Taylor scoring every stone counts as it stands, so it is plain genmove.
+            "kgs-genmove_cleanup": self._genmove,
+            "undo": self._undo,
+            "showboard": self._showboard,
+            "final_score": self._final_score,
+            "time_settings": self._time_settings,
+            "time_left": self._time_left,
+        }
+
+    def handle(self, line: str) -> str | None:
+        """Answer one GTP line; None for lines that are empty after pre-processing."""
+        tokens = preprocess(line).split()
+        if not tokens:
+            return None
+        cmd_id = ""
+        if _ID.fullmatch(tokens[0]):
+            cmd_id, tokens = tokens[0], tokens[1:]
+            if not tokens:
+                return _format(False, cmd_id, "syntax error")
+        command = self._commands.get(tokens[0])
+        if command is None:
+            return _format(False, cmd_id, "unknown command")
+        try:
+            return _format(True, cmd_id, command(tokens[1:]))
+        except _GtpFailure as failure:
+            return _format(False, cmd_id, str(failure))
+        except Exception as error:  # noqa: BLE001 - last resort: a Player bug must not kill GTP
+            return _format(False, cmd_id, f"internal error: {type(error).__name__}")
+
+    def run(self, inp: TextIO, out: TextIO) -> None:
+        """Answer `inp` line by line on `out`, flushing after each response, until quit/EOF."""
+        while not self.wants_quit:
+            line = inp.readline()
+            if not line:
+                break
+            response = self.handle(line)
+            if response is not None:
+                out.write(response)
+                out.flush()
+
+    # -- administrative commands -------------------------------------------------------
+
+    @staticmethod
+    def _no_args(args: list[str]) -> None:
+        if args:
+            raise _syntax_error()
+
+    def _protocol_version(self, args: list[str]) -> str:
+        self._no_args(args)
+        return "2"
+
+    def _name(self, args: list[str]) -> str:
+        self._no_args(args)
+        return ENGINE_NAME
+
+    def _version(self, args: list[str]) -> str:
+        self._no_args(args)
+        return ENGINE_VERSION
+
+    def _known_command(self, args: list[str]) -> str:
+        if len(args) != 1:
+            raise _syntax_error()
+        return "true" if args[0] in self._commands else "false"
+
+    def _list_commands(self, args: list[str]) -> str:
+        self._no_args(args)
+        return "\n".join(self._commands)
+
+    def _quit(self, args: list[str]) -> str:
+        self._no_args(args)
+        self.wants_quit = True
+        return ""
+
+    # -- setup commands --------------------------------------------------------------------
+
+    def _boardsize(self, args: list[str]) -> str:
+        if len(args) != 1:
+            raise _syntax_error()
+        size = _parse_int(args[0])
+        if not MIN_SIZE <= size <= MAX_SIZE:
+            raise _GtpFailure("unacceptable size")
+        self.size = size
+        self.game = Game(size=size, komi=self.komi)
+        return ""
+
+    def _clear_board(self, args: list[str]) -> str:
+        self._no_args(args)
+        self.game = Game(size=self.size, komi=self.komi)
+        return ""
+
+    def _komi(self, args: list[str]) -> str:
+        if len(args) != 1:
+            raise _syntax_error()
+        self.komi = _parse_float(args[0])
+        # Game's komi is fixed at construction: rebuild the same moves under the new komi.
+        game = Game(size=self.size, komi=self.komi)
+        for colour, move in self.game.history:
+            game.play(move, colour)
+        self.game = game
+        return ""
+
+    def _time_settings(self, args: list[str]) -> str:
+        # main_time byo_yomi_time byo_yomi_stones; accepted, validated, not used.
+        if len(args) != 3 or any(_parse_int(a) < 0 for a in args):
+            raise _syntax_error()
+        return ""
+
+    def _time_left(self, args: list[str]) -> str:
+        # colour time stones; accepted, validated, not used.
+        if len(args) != 3:
+            raise _syntax_error()
+        _parse_colour(args[0])
+        if _parse_int(args[1]) < 0 or _parse_int(args[2]) < 0:
+            raise _syntax_error()
+        return ""
+
+    # -- moves -------------------------------------------------------------------------------
+
+    def _parse_move(self, token: str) -> int:
+        """A GTP vertex or pass to a flat move; off-board but well-formed is illegal."""
+        M = self.size * self.size
+        token = token.upper()
+        if token == "PASS":
+            return M
+        if not _VERTEX.fullmatch(token):
+            raise _syntax_error()
+        try:
+            return coords.from_gtp(token, self.size)
+        except ValueError:
+            raise _GtpFailure("illegal move") from None
+
+    def _play(self, args: list[str]) -> str:
+        if len(args) != 2:
+            raise _syntax_error()
+        colour = _parse_colour(args[0])
+        move = self._parse_move(args[1])
+        if not self.game.is_legal(move, colour):
+            raise _GtpFailure("illegal move")
+        try:
+            self.game.play(move, colour)
+        except IllegalMoveError:
+            raise _GtpFailure("illegal move") from None
+        return ""
+
+    def _genmove(self, args: list[str]) -> str:
+        if len(args) != 1:
+            raise _syntax_error()
+        colour = _parse_colour(args[0])
+        move = self.player.genmove(self.game.copy(), colour)
+        if move == RESIGN:
+            return "resign"
+        M = self.size * self.size
+        if not isinstance(move, int | np.integer) or not 0 <= move <= M:
+            raise _GtpFailure("player returned an invalid move")
+        move = int(move)
+        if not self.game.is_legal(move, colour):
+            raise _GtpFailure("player returned an illegal move")
+        self.game.play(move, colour)
+        return coords.to_gtp(move, self.size)
+
+    def _undo(self, args: list[str]) -> str:
+        self._no_args(args)
+        if not self.game.history:
+            raise _GtpFailure("cannot undo")
+        self.game.undo()
+        return ""
+
+    # -- information -------------------------------------------------------------------------
+
+    def _showboard(self, args: list[str]) -> str:
+        self._no_args(args)
+        return "\n" + render_board(self.game)
+
+    def _final_score(self, args: list[str]) -> str:
+        self._no_args(args)
+        return result_string(float(self.game.score()), self.game.winner())
+
+
+def render_board(game: Game) -> str:
+    """ASCII board in GTP coordinates: X black, O white, . empty; row 1 at the bottom."""
+    N = game.size
+    header = "   " + " ".join(coords.GTP_COLUMNS[:N])
+    symbols = {1: "X", -1: "O", 0: "."}
+    lines = [header]
+    board = game.board
+    for row in range(N):
+        number = N - row
+        cells = " ".join(symbols[int(v)] for v in board[row])
+        lines.append(f"{number:2d} {cells} {number:2d}")
+    lines.append(header)
+    to_play = "black" if game.to_play == 1 else "white"
+    lines.append(f"move {game.move_number}, {to_play} to play, komi {game.komi:g}")
+    return "\n".join(lines)
+
+
+def serve(
+    player: Player,
+    inp: TextIO | None = None,
+    out: TextIO | None = None,
+    size: int = 9,
+    komi: float = 7.5,
+) -> None:
+    """Run a GTP engine on `inp`/`out` until ``quit`` or end of input (the `tabula gtp` CLI).
+
+    `inp`/`out` default to the process's stdin/stdout (looked up at call time). Undecodable
+    input bytes are replaced rather than raised (a controller may send junk).
+    Raises ValueError for a size outside 5..19.
+    """
+    inp = sys.stdin if inp is None else inp
+    out = sys.stdout if out is None else out
+    reconfigure = getattr(inp, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="replace")
+    GtpEngine(player, size=size, komi=komi).run(inp, out)
