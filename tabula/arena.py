@@ -1,0 +1,389 @@
+"""Matches between two players: many games at once, colours alternating, every move checked.
+
+The arena is the referee. It owns one `Game` per game in progress, asks each player for moves
+in batches (one call per player per round, covering every game where that player is to move),
+checks every answer against our rules, and ends each game with a recorded reason:
+
+========================  =============================================================
+reason                    meaning (winner)
+========================  =============================================================
+``score``                 two passes in a row or the 2·N² move limit; Tromp-Taylor area
+                          score with komi (winner by sign of ``score``, 0 = jigo)
+``resign``                a player answered `RESIGN` (the opponent wins)
+``forfeit: WHY``          a player broke the game: an illegal move ("illegal move E5"),
+                          a crash, a timeout, garbage (the opponent wins)
+``abort: WHY``            no one is clearly at fault (e.g. an engine refused a move that is
+                          legal by our rules); no result (winner None)
+========================  =============================================================
+
+Colours alternate: game i has the first player as Black when i is even (``alternate=True``).
+Move choice is each player's business; the paper's evaluation games use tau -> 0 and no
+Dirichlet noise, and its random dihedral transform per leaf is what keeps two deterministic
+network players from repeating one game; `GameOutcome.duplicate_of` reports the games that
+repeated an earlier game's move sequence exactly.
+
+Outcomes are yielded in game order (game 0, 1, 2, ...) even when a later game finishes first,
+so a sequential test fed from the stream (the SPRT of `tabula.gating`) never sees short games
+before long ones (a bias towards whichever player wins quickly). Closing the generator ends the
+games in progress without a result.
+
+Pure: players do their own I/O (a GTP engine runs as a subprocess in `tasks.players`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from tabula.go import coords
+from tabula.go.game import Game
+from tabula.gtp import RESIGN, Player
+
+
+class ArenaError(ValueError):
+    """A match that cannot be set up (no games, a player against itself, ...)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A player could not answer for one game: it forfeits, or the game is aborted.
+
+    kind: "forfeit" (the player loses) or "abort" (no result). reason: one line, e.g.
+    "engine crashed (exit code -9)".
+    """
+
+    kind: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("forfeit", "abort"):
+            raise ArenaError(f"a failure is 'forfeit' or 'abort', got {self.kind!r}")
+
+
+class MoveRequest(NamedTuple):
+    """One game that needs a move: the player's slot id, the live game, the colour to play.
+
+    game is the referee's game: read it, never mutate it (copy it first if needed).
+    """
+
+    slot: int
+    game: Game
+    color: int
+
+
+class ArenaPlayer(Protocol):
+    """A player that can hold several games at once, identified by slot numbers.
+
+    A slot is reused by later games once its game has ended (`end_game`). Per-game state
+    (a search tree, an engine process) lives with the slot.
+    """
+
+    name: str
+    max_concurrent: int | None  # most games at once (None: no limit of its own)
+
+    def start_game(self, slot: int, game: Game, color: int) -> Failure | None:
+        """A new empty game in `slot`, this player plays `color`."""
+        ...
+
+    def genmoves(self, requests: Sequence[MoveRequest]) -> list[int | Failure]:
+        """One answer per request: a flat move (pass = N*N), `RESIGN`, or a Failure."""
+        ...
+
+    def observe(self, slot: int, color: int, move: int) -> Failure | None:
+        """`move` by `color` was played in `slot` (own moves too); a Failure ends the game."""
+        ...
+
+    def end_game(self, slot: int) -> None:
+        """The game in `slot` is over (for any reason); the slot may be reused."""
+        ...
+
+
+class SequentialPlayer:
+    """Adapts a one-game `tabula.gtp.Player` (``genmove(game, color)``) to the arena.
+
+    It answers the games of a batch one after another; it keeps no per-game state. It is
+    still a `tabula.gtp.Player` itself (``genmove`` is passed through), for the GTP server.
+    """
+
+    def __init__(self, player: Player, name: str, max_concurrent: int | None = None) -> None:
+        self.player = player
+        self.name = name
+        self.max_concurrent = max_concurrent
+
+    def start_game(self, slot: int, game: Game, color: int) -> Failure | None:
+        return None
+
+    def genmoves(self, requests: Sequence[MoveRequest]) -> list[int | Failure]:
+        return [int(self.player.genmove(r.game.copy(), r.color)) for r in requests]
+
+    def genmove(self, game: Game, color: int) -> int:
+        return self.player.genmove(game, color)
+
+    def observe(self, slot: int, color: int, move: int) -> Failure | None:
+        return None
+
+    def end_game(self, slot: int) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class GameOutcome:
+    """One finished (or aborted) game of a match.
+
+    index: game number in the match (0-based); first_color: the colour the match's first
+    player (the candidate in gating) had: +1 when index is even if colours alternate.
+    winner: +1 Black, -1 White, 0 jigo, None for an aborted game (no result).
+    reason: "score", "resign", "forfeit: ...", "abort: ..." (see the module docstring).
+    score: Tromp-Taylor ``black area - white area - komi`` when reason is "score", else None.
+    moves: ((colour, flat move), ...) as played (pass = N*N); an illegal move is not in it.
+    duplicate_of: index of the earliest earlier game with the same move sequence, or None.
+    """
+
+    index: int
+    black: str
+    white: str
+    size: int
+    komi: float
+    first_color: int
+    winner: int | None
+    reason: str
+    score: float | None
+    moves: tuple[tuple[int, int], ...]
+    duplicate_of: int | None = None
+
+    @property
+    def first_result(self) -> float | None:
+        """The first player's points: 1 win, 0.5 jigo, 0 loss, None when aborted."""
+        if self.winner is None:
+            return None
+        return 0.5 if self.winner == 0 else float(self.winner == self.first_color)
+
+    @property
+    def aborted(self) -> bool:
+        return self.winner is None
+
+
+@dataclass
+class _Live:
+    """A game in progress: its slot, players by colour, and the verdict once known."""
+
+    index: int
+    slot: int
+    game: Game
+    players: dict[int, ArenaPlayer]
+    first_color: int
+    winner: int | None = None
+    reason: str = ""
+    score: float | None = None
+    done: bool = False
+    moves: list[tuple[int, int]] = field(default_factory=list)
+
+    def finish(self, winner: int | None, reason: str, score: float | None = None) -> None:
+        self.winner, self.reason, self.score, self.done = winner, reason, score, True
+
+    def fail(self, color: int, failure: Failure) -> None:
+        """`color`'s player failed: it forfeits (the opponent wins) or the game is void."""
+        if failure.kind == "forfeit":
+            self.finish(-color, f"forfeit: {failure.reason}")
+        else:
+            self.finish(None, f"abort: {failure.reason}")
+
+
+def move_name(move: object, size: int) -> str:
+    """A move for messages: the GTP vertex ("E5", "pass", "resign") or its repr if invalid."""
+    if isinstance(move, int | np.integer) and 0 <= int(move) <= size * size:
+        return coords.to_gtp(int(move), size)
+    if isinstance(move, int | np.integer) and int(move) == RESIGN:
+        return "resign"
+    return repr(move)
+
+
+def apply_answer(live: _Live, color: int, answer: int | Failure) -> None:
+    """Referee one answer of `color`'s player: fail, resign, refuse or play it."""
+    game = live.game
+    if isinstance(answer, Failure):
+        live.fail(color, answer)
+        return
+    valid = isinstance(answer, int | np.integer) and not isinstance(answer, bool)
+    if valid and int(answer) == RESIGN:
+        live.finish(-color, "resign")
+        return
+    M = game.size * game.size
+    if not valid or not 0 <= int(answer) <= M or not game.is_legal(int(answer), color):
+        live.fail(color, Failure("forfeit", f"illegal move {move_name(answer, game.size)}"))
+        return
+    move = int(answer)
+    game.play(move, color)
+    live.moves.append((color, move))
+    for observer_color in (color, -color):
+        failure = live.players[observer_color].observe(live.slot, color, move)
+        if failure is not None:
+            live.fail(observer_color, failure)
+            return
+    if game.is_over():
+        score = float(game.score())
+        live.finish(int(np.sign(score)), "score", score)
+
+
+def _round(first: ArenaPlayer, second: ArenaPlayer, live: Sequence[_Live]) -> None:
+    """Each player answers, in one batch, every game where it is to move."""
+    for player in (first, second):
+        waiting = [g for g in live if not g.done and g.players[g.game.to_play] is player]
+        if not waiting:
+            continue
+        answers = player.genmoves([MoveRequest(g.slot, g.game, g.game.to_play) for g in waiting])
+        if len(answers) != len(waiting):
+            raise ArenaError(
+                f"player {player.name!r} answered {len(answers)} of {len(waiting)} requests"
+            )
+        for g, answer in zip(waiting, answers, strict=True):
+            apply_answer(g, g.game.to_play, answer)
+
+
+def _concurrency(first: ArenaPlayer, second: ArenaPlayer, games: int, limit: int | None) -> int:
+    caps = [c for c in (limit, first.max_concurrent, second.max_concurrent) if c is not None]
+    return max(1, min([games, *caps]))
+
+
+def play_match(
+    first: ArenaPlayer,
+    second: ArenaPlayer,
+    games: int,
+    size: int,
+    komi: float,
+    *,
+    concurrent: int | None = None,
+    alternate: bool = True,
+    start: int = 0,
+    seen: dict[tuple[int, ...], int] | None = None,
+) -> Generator[GameOutcome, None, None]:
+    """Play `games` games between two players; yields each outcome in game order.
+
+    Games are numbered start, start + 1, ...; first is Black in even-numbered games and White
+    in odd ones (always Black if not `alternate`). At most `concurrent` games run at once (also
+    capped by each player's `max_concurrent`); a finished game's slot takes the next game.
+    seen: move sequences of earlier games -> their index, shared by the calls of one match
+    (for `GameOutcome.duplicate_of`). Raises ArenaError for bad arguments.
+    """
+    if games < 1:
+        raise ArenaError(f"a match needs at least 1 game, got {games}")
+    if first is second:
+        raise ArenaError(f"player {first.name!r} cannot play itself: make two player objects")
+    width = _concurrency(first, second, games, concurrent)
+    live: list[_Live] = []
+    free = list(range(width - 1, -1, -1))
+    finished: dict[int, _Live] = {}
+    seen = {} if seen is None else seen
+    next_index = next_yield = start
+    try:
+        while next_yield < start + games:
+            while free and next_index < start + games:
+                first_color = 1 if (next_index % 2 == 0 or not alternate) else -1
+                live.append(_start(next_index, free.pop(), first, second, first_color, size, komi))
+                next_index += 1
+            _round(first, second, live)
+            for g in [g for g in live if g.done]:
+                live.remove(g)
+                _end(g)
+                free.append(g.slot)
+                finished[g.index] = g
+            while next_yield in finished:
+                yield _outcome(finished.pop(next_yield), seen)
+                next_yield += 1
+    finally:
+        for g in live:  # closed early (e.g. the gate decided): leave nothing open
+            _end(g)
+
+
+def _start(
+    index: int,
+    slot: int,
+    first: ArenaPlayer,
+    second: ArenaPlayer,
+    first_color: int,
+    size: int,
+    komi: float,
+) -> _Live:
+    game = Game(size=size, komi=komi)
+    players = {first_color: first, -first_color: second}
+    live = _Live(index=index, slot=slot, game=game, players=players, first_color=first_color)
+    for color in (1, -1):
+        failure = players[color].start_game(slot, game, color)
+        if failure is not None and not live.done:
+            live.fail(color, failure)
+    return live
+
+
+def _end(live: _Live) -> None:
+    for color in (1, -1):
+        live.players[color].end_game(live.slot)
+
+
+def _outcome(live: _Live, seen: dict[tuple[int, ...], int]) -> GameOutcome:
+    sequence = tuple(move for _, move in live.moves)
+    duplicate_of = seen.setdefault(sequence, live.index)
+    return GameOutcome(
+        index=live.index,
+        black=live.players[1].name,
+        white=live.players[-1].name,
+        size=live.game.size,
+        komi=live.game.komi,
+        first_color=live.first_color,
+        winner=live.winner,
+        reason=live.reason,
+        score=live.score,
+        moves=tuple(live.moves),
+        duplicate_of=None if duplicate_of == live.index else duplicate_of,
+    )
+
+
+@dataclass(frozen=True)
+class MatchSummary:
+    """A match from the first player's side (draws count half in `score`).
+
+    games: games played, aborted ones included; aborts: games without a result.
+    forfeits: games ended by a forfeit (either side). duplicates: games that repeated an
+    earlier game's move sequence. score: (wins + draws / 2) / games with a result (0 if none).
+    """
+
+    first: str
+    second: str
+    games: int
+    wins: int
+    losses: int
+    draws: int
+    aborts: int
+    forfeits: int
+    resignations: int
+    wins_as_black: int
+    wins_as_white: int
+    duplicates: int
+    mean_moves: float
+
+    @property
+    def score(self) -> float:
+        decided = self.wins + self.losses + self.draws
+        return (self.wins + 0.5 * self.draws) / decided if decided else 0.0
+
+
+def summarize(outcomes: Sequence[GameOutcome], first: str, second: str) -> MatchSummary:
+    """Totals over a match's outcomes from the first player's side."""
+    results = [o.first_result for o in outcomes]
+    return MatchSummary(
+        first=first,
+        second=second,
+        games=len(outcomes),
+        wins=sum(r == 1.0 for r in results),
+        losses=sum(r == 0.0 for r in results),
+        draws=sum(r == 0.5 for r in results),
+        aborts=sum(r is None for r in results),
+        forfeits=sum(o.reason.startswith("forfeit") for o in outcomes),
+        resignations=sum(o.reason == "resign" for o in outcomes),
+        wins_as_black=sum(o.first_result == 1.0 and o.first_color == 1 for o in outcomes),
+        wins_as_white=sum(o.first_result == 1.0 and o.first_color == -1 for o in outcomes),
+        duplicates=sum(o.duplicate_of is not None for o in outcomes),
+        mean_moves=float(np.mean([len(o.moves) for o in outcomes])) if outcomes else 0.0,
+    )

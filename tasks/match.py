@@ -1,0 +1,372 @@
+"""Run a match or a gate: players from specs, the arena, SGF files, the results store, evidence.
+
+Side effects live here (the arena in `tabula.arena` is pure):
+
+- every game is written as SGF (``<match_id>-<game>.sgf``, temporary name then rename), with
+  the result in RE ("B+3.5", "W+R", "B+F" for a win by forfeit, "Void" for an abort) and,
+  for games that did not end by score, the reason as the root comment;
+- each finished game is appended to the results store (`tasks.ratings`) at once, so a crash
+  loses at most the games in progress and ``tabula elo`` sees every finished game;
+- a gate writes its evidence as JSON (``gate.json``): the decision of `tabula.gating.Gate`
+  (wins, losses, win rate and its 95% interval, the SPRT statistic when used), the SGF list,
+  the duplicate count and every game's result.
+
+Both players are built by `tasks.players.make_player` with seeds derived from ``seed``; GTP
+engine processes are closed at the end, whatever happens. Plain functions: the Prefect task
+wrappers and the CLI call these.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Generator
+from contextlib import closing
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tabula.arena import ArenaError, GameOutcome, MatchSummary, play_match, summarize
+from tabula.config import Config
+from tabula.gating import Gate, GateConfig, GateDecision
+from tabula.sgf import game_to_sgf, result_string
+from tasks.players import Resolver, make_player
+from tasks.ratings import append_results
+
+Progress = Callable[["GameRecord"], None]
+GATE_FILE = "gate.json"
+_COLOUR_LETTER = {1: "B", -1: "W"}
+
+
+class MatchError(ValueError):
+    """A match that cannot be played or decided (e.g. every game aborted)."""
+
+
+@dataclass(frozen=True)
+class GameRecord:
+    """One game of a match as recorded: the arena's outcome and where its SGF went."""
+
+    outcome: GameOutcome
+    sgf: Path | None
+
+    def row(self, match_id: str, iteration: int | None) -> dict[str, Any]:
+        """The results-store row (`tasks.ratings.COLUMNS`)."""
+        o = self.outcome
+        return {
+            "match_id": match_id,
+            "game": o.index,
+            "black": o.black,
+            "white": o.white,
+            "winner": o.winner,
+            "reason": o.reason,
+            "score": o.score,
+            "moves": len(o.moves),
+            "sgf": None if self.sgf is None else str(self.sgf),
+            "iteration": iteration,
+        }
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """A finished match: per-game records (in game order) and the summary table's numbers.
+
+    summary is from the first player's side (the ``--black`` player of `run_match`, Black in
+    even games); store: the results store the games went to (None if not stored).
+    """
+
+    match_id: str
+    first: str
+    second: str
+    games: tuple[GameRecord, ...]
+    summary: MatchSummary
+    sgf_dir: Path | None
+    store: Path | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the summary's numbers, its score, and one store row per game."""
+        return {
+            "match_id": self.match_id,
+            **asdict(self.summary),
+            "score": self.summary.score,
+            "sgf_dir": None if self.sgf_dir is None else str(self.sgf_dir),
+            "store": None if self.store is None else str(self.store),
+            "results": [g.row(self.match_id, None) for g in self.games],
+        }
+
+
+def sgf_result(outcome: GameOutcome) -> str:
+    """The SGF RE value of an outcome (forfeits as "B+F"/"W+F", aborts as "Void")."""
+    if outcome.winner is None:
+        return "Void"
+    if outcome.reason == "resign":
+        return result_string(None, outcome.winner, resigned=True)
+    if outcome.reason.startswith("forfeit") and outcome.winner != 0:
+        return f"{_COLOUR_LETTER[outcome.winner]}+F"
+    return result_string(outcome.score, outcome.winner)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write through a temporary file in the same folder and one rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_sgf(outcome: GameOutcome, sgf_dir: Path, match_id: str) -> Path:
+    """Save one game as ``<sgf_dir>/<match_id>-<index>.sgf`` (atomically); returns the path."""
+    comments = {} if outcome.reason == "score" else {0: outcome.reason}
+    data = game_to_sgf(
+        outcome.size,
+        outcome.komi,
+        outcome.moves,
+        black=outcome.black,
+        white=outcome.white,
+        result=sgf_result(outcome),
+        comments=comments,
+        extra={
+            "GN": f"{match_id} game {outcome.index}",
+            "DT": datetime.now(UTC).date().isoformat(),
+        },
+    )
+    path = sgf_dir / f"{match_id}-{outcome.index:04d}.sgf"
+    write_atomic(path, data)
+    return path
+
+
+def default_match_id(first: str, second: str) -> str:
+    """``<first>-vs-<second>-<UTC time>`` with only the characters the results store allows."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{first}-vs-{second}-{stamp}")
+
+
+def _seeds(seed: int) -> tuple[int, int]:
+    """Independent seeds for the two players of a match."""
+    a, b = np.random.SeedSequence(seed).generate_state(2)
+    return int(a), int(b)
+
+
+class _Session:
+    """Two players for one match, closed (GTP processes ended) on exit."""
+
+    def __init__(
+        self, specs: tuple[str, str], cfg: Config, seed: int, resolver: Resolver | None
+    ) -> None:
+        seeds = _seeds(seed)
+        self.players: list[Any] = []
+        try:
+            for spec, player_seed in zip(specs, seeds, strict=True):
+                self.players.append(make_player(spec, cfg, seed=player_seed, resolver=resolver))
+        except BaseException:
+            self.close()
+            raise
+        first, second = self.players
+        if first.name == second.name:  # the store refuses a game of a player against itself
+            second.name = f"{second.name}#2"
+
+    def close(self) -> None:
+        for player in self.players:
+            close = getattr(player, "close", None)
+            if close is not None:
+                close()
+
+
+def _games(
+    session: _Session,
+    games: int,
+    cfg: Config,
+    *,
+    sgf_dir: Path | None,
+    store: Path | None,
+    match_id: str,
+    iteration: int | None,
+    concurrent: int | None,
+    alternate: bool,
+    start: int = 0,
+    seen: dict[tuple[int, ...], int] | None = None,
+) -> Generator[GameRecord, None, None]:
+    """Play games through the arena, recording each (SGF, store) as it is yielded."""
+    first, second = session.players
+    width = concurrent if concurrent is not None else cfg.selfplay.concurrent_games
+    outcomes = play_match(
+        first,
+        second,
+        games,
+        cfg.rules.board_size,
+        cfg.rules.komi,
+        concurrent=width,
+        alternate=alternate,
+        start=start,
+        seen=seen,
+    )
+    try:
+        for outcome in outcomes:
+            path = write_sgf(outcome, sgf_dir, match_id) if sgf_dir is not None else None
+            record = GameRecord(outcome, path)
+            if store is not None:
+                append_results(store, [record.row(match_id, iteration)])
+            yield record
+    finally:
+        outcomes.close()
+
+
+def run_match(
+    black_spec: str,
+    white_spec: str,
+    games: int,
+    cfg: Config,
+    sgf_dir: str | os.PathLike[str] | None = None,
+    store: str | os.PathLike[str] | None = None,
+    *,
+    seed: int = 0,
+    resolver: Resolver | None = None,
+    match_id: str | None = None,
+    iteration: int | None = None,
+    concurrent: int | None = None,
+    alternate: bool = True,
+    progress: Progress | None = None,
+) -> MatchResult:
+    """Play `games` games between two player specs (``tabula match --black A --white B``).
+
+    The black_spec player is Black in even games; colours alternate unless `alternate` is
+    False. Every game goes to ``sgf_dir`` as SGF and to the results ``store`` when given.
+    concurrent: games at once (default selfplay.concurrent_games; GTP engines cap it).
+    progress: called with each GameRecord as games finish (in game order).
+    Raises PlayerSpecError / CheckpointError for bad specs, ArenaError for bad arguments.
+    """
+    if games < 1:
+        raise ArenaError(f"a match needs at least 1 game, got {games}")
+    session = _Session((black_spec, white_spec), cfg, seed, resolver)
+    try:
+        first, second = (p.name for p in session.players)
+        match_id = match_id or default_match_id(first, second)
+        sgf_path = Path(sgf_dir) if sgf_dir is not None else None
+        store_path = Path(store) if store is not None else None
+        records = []
+        for record in _games(
+            session, games, cfg, sgf_dir=sgf_path, store=store_path, match_id=match_id,
+            iteration=iteration, concurrent=concurrent, alternate=alternate,
+        ):  # fmt: skip
+            records.append(record)
+            if progress is not None:
+                progress(record)
+    finally:
+        session.close()
+    summary = summarize([r.outcome for r in records], first, second)
+    return MatchResult(match_id, first, second, tuple(records), summary, sgf_path, store_path)
+
+
+def gate_config(cfg: Config) -> GateConfig:
+    """The gate's numbers from the evaluation section of the config."""
+    e = cfg.evaluation
+    return GateConfig(
+        games=e.gating_games,
+        threshold=e.gating_threshold,
+        sprt=e.sprt,
+        elo0=e.sprt_elo0,
+        elo1=e.sprt_elo1,
+        alpha=e.sprt_alpha,
+        beta=e.sprt_beta,
+    )
+
+
+def run_gate(
+    candidate_spec: str,
+    best_spec: str,
+    cfg: Config,
+    out_dir: str | os.PathLike[str],
+    *,
+    seed: int = 0,
+    resolver: Resolver | None = None,
+    store: str | os.PathLike[str] | None = None,
+    match_id: str | None = None,
+    iteration: int | None = None,
+    concurrent: int | None = None,
+    progress: Progress | None = None,
+) -> GateDecision:
+    """Gate a candidate against the best player; returns the decision, writes the evidence.
+
+    Plays up to evaluation.gating_games games (candidate Black in even games), feeding each
+    result to `tabula.gating.Gate` in game order, and stops as soon as it decides (SPRT). The
+    games in progress at that moment are dropped (not recorded); with the SPRT, at most a
+    quarter of the games run at once by default (`concurrent` overrides). Aborted games give
+    no result, so more games are played in their place. SGFs go to ``out_dir/sgf``, the evidence to
+    ``out_dir/gate.json``; games also go to the results ``store`` when given.
+    Raises MatchError if a round of games gives no result at all (every game aborted).
+    """
+    out = Path(out_dir)
+    gate = Gate(gate_config(cfg))
+    if concurrent is None and gate.config.sprt:
+        # Games in flight when the SPRT stops are wasted: keep a quarter of the maximum at once.
+        concurrent = max(1, min(cfg.selfplay.concurrent_games, gate.config.games // 4))
+    session = _Session((candidate_spec, best_spec), cfg, seed, resolver)
+    records: list[GameRecord] = []
+    seen: dict[tuple[int, ...], int] = {}
+    try:
+        candidate, best = (p.name for p in session.players)
+        match_id = match_id or default_match_id(candidate, best)
+        while not gate.decided:
+            needed, before = gate.config.games - gate.games, gate.games
+            stream = _games(
+                session, needed, cfg, sgf_dir=out / "sgf",
+                store=Path(store) if store is not None else None, match_id=match_id,
+                iteration=iteration, concurrent=concurrent, alternate=True,
+                start=len(records), seen=seen,
+            )  # fmt: skip
+            with closing(stream):  # stopping early ends the games in progress now
+                for record in stream:
+                    records.append(record)
+                    if progress is not None:
+                        progress(record)
+                    if record.outcome.first_result is not None:
+                        gate.update(record.outcome.first_result)
+                    if gate.decided:
+                        break
+            if gate.games == before:
+                raise MatchError(f"gate {match_id}: all {needed} games aborted, no result")
+    finally:
+        session.close()
+    decision = gate.decision()
+    write_evidence(out / GATE_FILE, decision, gate.config, candidate, best, records, match_id)
+    return decision
+
+
+def write_evidence(
+    path: Path,
+    decision: GateDecision,
+    config: GateConfig,
+    candidate: str,
+    best: str,
+    records: list[GameRecord],
+    match_id: str,
+) -> None:
+    """The gate's evidence as JSON (atomically): the decision, its settings and every game."""
+    summary = summarize([r.outcome for r in records], candidate, best)
+    evidence = {
+        "match_id": match_id,
+        "candidate": candidate,
+        "best": best,
+        **decision.to_dict(),
+        "threshold": config.threshold,
+        "sprt": config.sprt,
+        "sprt_elo": [config.elo0, config.elo1] if config.sprt else None,
+        "games_played": len(records),
+        "aborts": summary.aborts,
+        "forfeits": summary.forfeits,
+        "duplicates": summary.duplicates,
+        "sgf": [str(r.sgf) for r in records if r.sgf is not None],
+        "results": [
+            r.row(match_id, None) | {"candidate_color": r.outcome.first_color} for r in records
+        ],
+    }
+    write_atomic(path, (json.dumps(evidence, indent=2) + "\n").encode("utf-8"))

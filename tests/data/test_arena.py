@@ -1,0 +1,278 @@
+"""The arena (tabula.arena) and the match/gate stage (tasks.match): real players, real rules.
+
+Players here are the project's own (random, raw network, MCTS) plus two tiny test players
+written against the public Player protocol: a deterministic one and a scripted one that
+answers what a test tells it to (an illegal move, a resignation, a failure).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tabula.arena import (
+    ArenaError,
+    Failure,
+    MoveRequest,
+    SequentialPlayer,
+    play_match,
+    summarize,
+)
+from tabula.config import Config, load_config
+from tabula.go.game import Game
+from tabula.gtp import RESIGN, RandomPlayer, own_eyes
+from tabula.sgf import read_sgf, replay
+from tasks.match import GATE_FILE, MatchError, run_gate, run_match, sgf_result
+from tasks.ratings import load_results
+
+
+class FirstLegalPlayer:
+    """Deterministic: the lowest (or highest) legal point not filling its own eye, else pass."""
+
+    def __init__(self, highest: bool = False) -> None:
+        self.pick = -1 if highest else 0
+
+    def genmove(self, game: Game, color: int) -> int:
+        M = game.size * game.size
+        legal = game.legal_mask()[:M] & ~own_eyes(game.board, color).reshape(M)
+        points = np.flatnonzero(legal)
+        return int(points[self.pick]) if points.size else M
+
+
+class Scripted:
+    """Plays like FirstLegalPlayer, but answers `script[move_number]` when one is given."""
+
+    def __init__(self, name: str, script: dict[int, object]) -> None:
+        self.name, self.script, self.max_concurrent = name, script, None
+        self.started: list[int] = []
+        self.ended: list[int] = []
+
+    def start_game(self, slot: int, game: Game, color: int) -> Failure | None:
+        self.started.append(slot)
+        return None
+
+    def genmoves(self, requests: Sequence[MoveRequest]) -> list:
+        answers = []
+        for r in requests:
+            scripted = self.script.get(r.game.move_number)
+            answers.append(
+                scripted if scripted is not None else FirstLegalPlayer().genmove(r.game, r.color)
+            )
+        return answers
+
+    def observe(self, slot: int, color: int, move: int) -> Failure | None:
+        return None
+
+    def end_game(self, slot: int) -> None:
+        self.ended.append(slot)
+
+
+def random_player(name: str, seed: int) -> SequentialPlayer:
+    return SequentialPlayer(RandomPlayer(seed), name=name)
+
+
+def config5(*overrides: str) -> Config:
+    """5x5, komi 0.5 (so neither colour wins by komi alone), tiny searches."""
+    base = ["rules.board_size=5", "rules.komi=0.5", "evaluation.simulations=8"]
+    return load_config(None, [*base, *overrides])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """Tiny networks at small batches: a second thread only adds contention (10x slower on a
+    loaded 2-core machine), so these tests run torch on one thread and restore it after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def cfg5() -> Config:
+    return config5()
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A freshly initialised 1-block, 8-filter 5x5 network (its raw policy passes early)."""
+    from model.network import make_network, save_checkpoint
+
+    path = tmp_path_factory.mktemp("ckpt") / "tiny.pt"
+    net = make_network(5, blocks=1, filters=8, seed=0, value_hidden=16)
+    save_checkpoint(path, net, {"model_id": "tiny"})
+    return path
+
+
+# -- the arena --------------------------------------------------------------------------
+
+
+def test_colours_alternate_and_games_come_in_order() -> None:
+    first, second = random_player("a", 1), random_player("b", 2)
+    outcomes = list(play_match(first, second, 7, 5, 0.5, concurrent=3))
+    assert [o.index for o in outcomes] == list(range(7))
+    for o in outcomes:
+        assert o.first_color == (1 if o.index % 2 == 0 else -1)
+        assert (o.black, o.white) == (("a", "b") if o.index % 2 == 0 else ("b", "a"))
+        assert o.reason == "score" and o.winner == int(np.sign(o.score))
+
+
+def test_no_alternation_keeps_first_player_black() -> None:
+    outcomes = list(play_match(random_player("a", 1), random_player("b", 2), 3, 5, 0.5,
+                               alternate=False))  # fmt: skip
+    assert all(o.black == "a" and o.first_color == 1 for o in outcomes)
+
+
+def test_every_game_replays_to_the_same_tromp_taylor_result() -> None:
+    for o in play_match(random_player("a", 3), random_player("b", 4), 6, 5, 7.5, concurrent=6):
+        game = Game(5, 7.5)
+        for colour, move in o.moves:
+            game.play(move, colour)  # raises if any move were illegal
+        assert game.is_over()
+        assert game.score() == o.score
+
+
+def test_two_deterministic_players_repeat_every_game_but_the_colour_pair() -> None:
+    first = SequentialPlayer(FirstLegalPlayer(), "first")
+    second = SequentialPlayer(FirstLegalPlayer(highest=True), "last")
+    outcomes = list(play_match(first, second, 6, 5, 0.5, concurrent=4))
+    assert [o.duplicate_of for o in outcomes] == [None, None, 0, 1, 0, 1]
+    assert summarize(outcomes, "first", "last").duplicates == 4
+
+
+def test_random_players_never_repeat_a_game() -> None:
+    outcomes = list(play_match(random_player("a", 5), random_player("b", 6), 8, 5, 0.5))
+    assert summarize(outcomes, "a", "b").duplicates == 0
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        (0, "forfeit: illegal move A5"),  # occupied: black's first stone is on A5 (flat 0)
+        (25, None),  # pass is legal
+        (26, "forfeit: illegal move 26"),
+        (-7, "forfeit: illegal move -7"),
+        ("E5", "forfeit: illegal move 'E5'"),
+        (RESIGN, "resign"),
+        (
+            Failure("forfeit", "engine crashed (exit code 3)"),
+            "forfeit: engine crashed (exit code 3)",
+        ),
+        (Failure("abort", "engine refused legal move C3"), "abort: engine refused legal move C3"),
+    ],
+)
+def test_the_referee_ends_a_game_on_a_bad_answer(answer: object, reason: str | None) -> None:
+    # Game 0: the first player is Black and opens on A5 (flat 0); the second player (White)
+    # answers `answer` at move number 1.
+    second = Scripted("scripted", {1: answer})
+    outcomes = list(play_match(Scripted("plain", {}), second, 1, 5, 0.5))
+    o = outcomes[0]
+    if reason is None:
+        assert o.reason == "score"
+        return
+    assert o.reason == reason
+    assert len(o.moves) == 1  # the bad answer was not played
+    if reason.startswith("abort"):
+        assert o.winner is None and o.first_result is None
+    else:
+        assert o.winner == 1 and o.first_result == 1.0 and o.score is None
+
+
+def test_a_failed_game_does_not_stop_the_match() -> None:
+    boom = Failure("forfeit", "boom")
+    second = Scripted("scripted", {2: boom, 3: boom})  # its 2nd move, as Black or White
+    outcomes = list(play_match(Scripted("plain", {}), second, 4, 5, 0.5, concurrent=2))
+    assert [o.reason for o in outcomes] == ["forfeit: boom"] * 4
+    assert [o.first_result for o in outcomes] == [1.0] * 4
+    summary = summarize(outcomes, "plain", "scripted")
+    assert (summary.wins, summary.forfeits, summary.score) == (4, 4, 1.0)
+
+
+def test_closing_the_stream_ends_the_games_in_progress() -> None:
+    first, second = Scripted("a", {}), Scripted("b", {})
+    stream = play_match(first, second, 10, 5, 0.5, concurrent=4)
+    next(stream)
+    stream.close()
+    assert sorted(first.started) == sorted(first.ended)
+    assert sorted(second.started) == sorted(second.ended)
+
+
+def test_bad_match_arguments_are_refused() -> None:
+    a = random_player("a", 0)
+    with pytest.raises(ArenaError, match="at least 1 game"):
+        next(play_match(a, random_player("b", 1), 0, 5, 0.5))
+    with pytest.raises(ArenaError, match="cannot play itself"):
+        next(play_match(a, a, 2, 5, 0.5))
+
+
+def test_sgf_results() -> None:
+    outcomes = list(play_match(Scripted("a", {}), Scripted("b", {1: RESIGN}), 1, 5, 0.5))
+    assert sgf_result(outcomes[0]) == "B+R"
+    outcomes = list(play_match(Scripted("a", {}), Scripted("b", {1: 0}), 1, 5, 0.5))
+    assert sgf_result(outcomes[0]) == "B+F"
+    outcomes = list(play_match(Scripted("a", {}), Scripted("b", {1: Failure("abort", "x")}), 1,
+                               5, 0.5))  # fmt: skip
+    assert sgf_result(outcomes[0]) == "Void"
+
+
+# -- tasks.match ------------------------------------------------------------------------
+
+
+def test_run_match_writes_sgf_and_the_results_store(tmp_path: Path, cfg5: Config) -> None:
+    result = run_match("random", "random", 4, cfg5, tmp_path / "sgf", tmp_path / "store",
+                       match_id="m1", iteration=3, concurrent=2)  # fmt: skip
+    assert (result.first, result.second) == ("random", "random#2")
+    assert result.summary.games == 4 and result.summary.duplicates == 0
+    rows = load_results(tmp_path / "store")
+    assert [r["game"] for r in rows] == [0, 1, 2, 3]
+    for record, row in zip(result.games, rows, strict=True):
+        o = record.outcome
+        assert (row["black"], row["white"], row["winner"]) == (o.black, o.white, o.winner)
+        assert row["iteration"] == 3 and row["moves"] == len(o.moves)
+        sgf = read_sgf(Path(row["sgf"]).read_bytes())
+        assert (sgf.black, sgf.white, sgf.result) == (o.black, o.white, sgf_result(o))
+        assert replay(sgf).score() == o.score
+    leftovers = [p.name for p in tmp_path.rglob(".tmp-*")]
+    assert leftovers == []
+
+
+def test_gate_promotes_a_strong_player_and_sprt_stops_early(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    # A big hypothesised gap (200 Elo) lets a handful of straight wins decide.
+    cfg = config5("evaluation.gating_games=40", "evaluation.sprt=true", "evaluation.sprt_elo1=200")
+    # The searching player beats its own raw network, which passes as soon as it can.
+    decision = run_gate(f"mcts:{tiny_checkpoint}@16", f"raw:{tiny_checkpoint}", cfg,
+                        tmp_path / "gate", concurrent=2, store=tmp_path / "store")  # fmt: skip
+    assert decision.promoted and decision.reason == "sprt-accept-h1"
+    assert decision.games < 40
+    evidence = json.loads((tmp_path / "gate" / GATE_FILE).read_text())
+    assert evidence["promoted"] is True and evidence["llr"] >= evidence["llr_bounds"][1]
+    assert evidence["wins"] == decision.wins and evidence["low"] <= evidence["win_rate"]
+    assert len(evidence["sgf"]) == evidence["games_played"] >= decision.games
+    assert all(Path(p).exists() for p in evidence["sgf"])
+    assert [r["candidate_color"] for r in evidence["results"][:2]] == [1, -1]
+    assert "duplicates" in evidence
+    assert len(load_results(tmp_path / "store")) == evidence["games_played"]
+
+
+def test_fixed_gate_plays_every_game(tmp_path: Path) -> None:
+    cfg = config5("evaluation.gating_games=4")
+    decision = run_gate("random", "random", cfg, tmp_path, concurrent=4)
+    assert decision.reason == "threshold" and decision.games == 4 and decision.llr is None
+    evidence = json.loads((tmp_path / GATE_FILE).read_text())
+    assert evidence["games_played"] == 4 and len(evidence["sgf"]) == 4
+
+
+def test_gate_with_only_aborted_games_fails_clearly(tmp_path: Path) -> None:
+    cfg = config5("evaluation.gating_games=2", "evaluation.match_timeout_s=10")
+    engine = Path(__file__).parent / "fake_engines" / "fake_gtp.py"
+    spec = f"gtp:{sys.executable} {engine} refuse --at 1"  # refuses every move relayed to it
+    with pytest.raises(MatchError, match="all 2 games aborted"):
+        run_gate(spec, "random", cfg, tmp_path)
