@@ -1,0 +1,133 @@
+"""The network's input planes and the 8 dihedral symmetries of the board.
+
+Planes (Silver et al. 2017, Methods "Neural network architecture"): 17 binary planes of
+N x N from the side to move's view, ``uint8[17, N, N]``:
+
+- planes 0..7: the side to move's stones at times t, t-1, ..., t-7;
+- planes 8..15: the opponent's stones at the same times;
+- plane 16: all ones if black is to move, all zeros if white is.
+
+Times before the game start are empty boards (all-zero planes). The input is a stack of
+recent flat boards ``int8[8, M]``, most recent first (``Game.recent_boards()``), plus the
+colour to move (+1 black, -1 white).
+
+Symmetries (the paper's d_i, used for augmentation and for evaluating a leaf under a random
+transform). Transform ``k`` in 0..7 is ``k = 4*flip + rot``: first rotate by ``rot``
+quarter turns counter-clockwise (``np.rot90`` on the last two axes [row, col]), then, if
+``flip``, mirror left-right (``np.flip`` on the last axis). ``k = 0`` is the identity.
+A policy vector of length M+1 is transformed on its first M entries viewed as [N, N];
+the pass entry (index M) never moves.
+
+- ``symmetry_permutations(N)[k]`` (int64[8, M+1]) is the gather index with
+  ``apply_policy(k, p) == p[perm[k]]``, and for boards ``apply_planes(k, x).reshape(..., M)
+  == x.reshape(..., M)[..., perm[k][:M]]``.
+- ``inverse_symmetry(k)`` names the transform that undoes ``k``, so that
+  ``apply_policy(inverse_symmetry(k), apply_policy(k, p)) == p`` (likewise for planes).
+  Rotations invert to the opposite rotation; the four mirrored transforms are their own
+  inverses.
+- ``inverse_symmetry_permutations(N)[k] == symmetry_permutations(N)[inverse_symmetry(k)]``,
+  the gather that maps a transformed policy back (what an evaluator applies to its output).
+- ``transform_move(k, move, N)``: where a move lands on the transformed board.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+from numba import njit
+
+NUM_PLANES = 17
+HISTORY = 8  # board positions per player in the input (t .. t-7)
+NUM_SYMMETRIES = 8
+
+
+@njit(cache=True, nogil=True)
+def fill_planes(recent: np.ndarray, color: int, out: np.ndarray) -> None:
+    """Write the 17 planes for ``recent`` (int8[8, M], most recent first) and ``color`` to
+    move into ``out`` (uint8[17, N, N])."""
+    N = out.shape[1]
+    for t in range(HISTORY):
+        for r in range(N):
+            for c in range(N):
+                v = recent[t, r * N + c]
+                out[t, r, c] = 1 if v == color else 0
+                out[HISTORY + t, r, c] = 1 if v == -color else 0
+    out[2 * HISTORY, :, :] = 1 if color > 0 else 0
+
+
+@njit(cache=True, nogil=True)
+def fill_planes_batch(recent: np.ndarray, colors: np.ndarray, out: np.ndarray) -> None:
+    """Batched ``fill_planes``: recent int8[B, 8, M], colors int[B], out uint8[B, 17, N, N]."""
+    for b in range(recent.shape[0]):
+        fill_planes(recent[b], colors[b], out[b])
+
+
+def planes(recent: np.ndarray, color: int) -> np.ndarray:
+    """uint8[17, N, N] from recent boards int8[8, M] (numpy; same result as ``fill_planes``)."""
+    recent = np.asarray(recent, dtype=np.int8)
+    N = int(round(recent.shape[-1] ** 0.5))
+    boards = recent.reshape(HISTORY, N, N)
+    out = np.empty((NUM_PLANES, N, N), dtype=np.uint8)
+    out[:HISTORY] = boards == color
+    out[HISTORY : 2 * HISTORY] = boards == -color
+    out[2 * HISTORY] = 1 if color > 0 else 0
+    return out
+
+
+def _check_k(k: int) -> None:
+    if not 0 <= k < NUM_SYMMETRIES:
+        raise ValueError(f"symmetry index must be in 0..7, got {k}")
+
+
+def apply_planes(k: int, x: np.ndarray) -> np.ndarray:
+    """Transform ``k`` applied to the last two axes [row, col] of ``x`` (a new array)."""
+    _check_k(k)
+    y = np.rot90(x, k % 4, axes=(-2, -1))
+    if k >= 4:
+        y = np.flip(y, axis=-1)
+    return np.ascontiguousarray(y)
+
+
+def apply_policy(k: int, p: np.ndarray) -> np.ndarray:
+    """Transform ``k`` applied to policies ``p[..., M+1]`` (pass unchanged; a new array)."""
+    M = p.shape[-1] - 1
+    N = int(round(M**0.5))
+    if N * N != M:
+        raise ValueError(f"a policy has length N*N+1, got {p.shape[-1]}")
+    return np.take(p, symmetry_permutations(N)[k], axis=-1)
+
+
+def inverse_symmetry(k: int) -> int:
+    """The transform that undoes ``k``."""
+    _check_k(k)
+    return k if k >= 4 else (4 - k) % 4
+
+
+@cache
+def symmetry_permutations(N: int) -> np.ndarray:
+    """int64[8, M+1] gather indices: ``apply_policy(k, p) == p[perm[k]]`` (read-only)."""
+    M = N * N
+    idx = np.arange(M).reshape(N, N)
+    perm = np.empty((NUM_SYMMETRIES, M + 1), dtype=np.int64)
+    for k in range(NUM_SYMMETRIES):
+        perm[k, :M] = apply_planes(k, idx).ravel()
+        perm[k, M] = M
+    perm.flags.writeable = False
+    return perm
+
+
+@cache
+def inverse_symmetry_permutations(N: int) -> np.ndarray:
+    """int64[8, M+1]: row k undoes transform k (``== symmetry_permutations(N)[inverse(k)]``)."""
+    perm = symmetry_permutations(N)
+    inv = np.stack([perm[inverse_symmetry(k)] for k in range(NUM_SYMMETRIES)])
+    inv.flags.writeable = False
+    return inv
+
+
+def transform_move(k: int, move: int, N: int) -> int:
+    """The flat index where ``move`` lands under transform ``k`` (pass stays pass)."""
+    # transformed[i] = original[perm[i]], so the original point ``move`` lands where perm
+    # equals it, i.e. at inverse_perm[move].
+    return int(inverse_symmetry_permutations(N)[k][move])
