@@ -220,7 +220,9 @@ class EvaluationConfig(_Section):
         default=None, min_length=1, description="GnuGo GTP command line; None = no gnugo games."
     )
     match_timeout_s: float = Field(
-        default=600.0, gt=0, description="Wall-clock limit for one match (all its games), s."
+        default=60.0, gt=0,
+        description="Seconds an external GTP engine gets to answer one command; past it, that"
+        " game is recorded as a forfeit and the engine restarted.",
     )
 
     @field_validator("sprt_elo1")
