@@ -1,0 +1,254 @@
+"""The MLflow UI, in a real headless browser, shows what the mission promises.
+
+On the store a pipeline run leaves (``conftest.ui_store``), served by the same server that
+``tabula ui`` starts, a user finds: the run with its iteration children, the Elo and loss charts,
+the dataset inputs (name, DVC digest and path), and the registered model with its ``champion``
+alias. Every expected name, id and digest is read back from the store, so the test holds for
+the built store and for a real pipeline's. Screenshots go to ``TABULA_SCREENSHOTS`` (kept) or
+a temporary folder.
+
+Waits are on visible text and elements (Playwright's auto-waiting ``expect``), never sleeps.
+Routes are those of the MLflow 3 UI (hash routes: ``#/experiments/ID/runs``, ``#/models/NAME``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from tasks.ui import UiError, start_ui, ui_command
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the store holds, as the UI should show it."""
+
+    experiment_id: str
+    experiment: str  # tabula/<run>
+    parent_id: str
+    parent: str  # the parent run's name
+    children: tuple[tuple[str, str], ...]  # (run id, run name) per iteration, in order
+    loss_run: tuple[str, str]  # the last child with train/loss
+    dataset: tuple[str, str, str]  # (name, digest, DVC path) of one input of loss_run
+    model: str
+    champion: str  # the version the champion alias points at
+
+
+def read_expected(tracking_uri: str) -> Expected:
+    """The newest ``tabula/*`` experiment's pipeline run, children, a dataset, the champion."""
+    from tasks import tracking
+
+    client = tracking.connect(tracking_uri)
+    exps = client.search_experiments(
+        filter_string="name LIKE 'tabula/%'", order_by=["creation_time DESC"]
+    )
+    assert exps, "the store holds no tabula/<run> experiment"
+    exp = exps[0]
+    kind = f"tags.`{tracking.TAG_KIND}`"
+    parents = client.search_runs([exp.experiment_id], f"{kind} = 'pipeline'", max_results=1)
+    assert parents, f"{exp.name} holds no pipeline run"
+    parent = parents[0]
+    children = client.search_runs(
+        [exp.experiment_id],
+        f"{kind} = 'iteration' and tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
+    )
+    children.sort(key=lambda r: int(r.data.tags[tracking.TAG_ITERATION]))
+    assert children, f"{parent.info.run_name} has no iteration runs"
+    trained = [r for r in children if "train/loss" in r.data.metrics]
+    assert trained, f"no iteration run of {parent.info.run_name} logged train/loss"
+    loss_run = trained[-1]
+    assert loss_run.inputs.dataset_inputs, f"{loss_run.info.run_name} has no dataset inputs"
+    ds = loss_run.inputs.dataset_inputs[0].dataset
+    models = [m for m in client.search_registered_models() if "champion" in m.aliases]
+    assert models, "no registered model has a champion alias"
+    return Expected(
+        experiment_id=exp.experiment_id,
+        experiment=exp.name,
+        parent_id=parent.info.run_id,
+        parent=parent.info.run_name,
+        children=tuple((r.info.run_id, r.info.run_name) for r in children),
+        loss_run=(loss_run.info.run_id, loss_run.info.run_name),
+        dataset=(ds.name, ds.digest, json.loads(ds.source).get("uri", "")),
+        model=models[0].name,
+        champion=str(models[0].aliases["champion"]),
+    )
+
+
+@pytest.fixture(scope="module")
+def expected(ui_store) -> Expected:
+    return read_expected(ui_store.tracking_uri)
+
+
+@pytest.fixture(scope="module")
+def ui(browser, mlflow_url: str) -> Iterator[object]:
+    """One tab for the whole visit, of a user who chose the "Model training" view.
+
+    MLflow 3 opens on its GenAI view; the toggle (remembered in the browser's local storage)
+    switches to runs, charts and the model registry, as a user of a training pipeline would.
+    The tests then move by the UI's hash routes, which the single-page app follows without
+    reloading (a reload costs seconds on a small machine).
+    """
+    # A loaded 2-core CI machine renders the UI slowly: wait up to 30 s for anything.
+    expect.set_options(timeout=30_000)
+    context = browser.new_context(viewport={"width": 1600, "height": 1000}, base_url=mlflow_url)
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    # The assistant side panel takes a third of the screen; the registry's "new UI" dialog
+    # blocks clicks. A user closes both; these handlers do it whenever they show.
+    page.add_locator_handler(
+        page.locator('[data-component-id="mlflow.assistant.chat_panel.close"]'),
+        lambda close: close.click(),
+    )
+    page.add_locator_handler(
+        page.get_by_role("dialog").filter(has_text="new Model Registry UI"),
+        lambda dialog: dialog.get_by_role("button", name="Try it now").click(),
+    )
+    page.goto("/#/")
+    page.get_by_role("button", name="Model training", exact=True).click()
+    expect(page.get_by_role("link", name="Model registry")).to_be_visible()
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def shot(page, folder: Path, name: str) -> Path:
+    path = folder / f"{name}.png"
+    # Finish CSS transitions first: a dialog closed a moment ago still fades its grey mask.
+    page.screenshot(path=str(path), animations="disabled")
+    assert path.stat().st_size > 10_000, f"{path} looks empty"
+    return path
+
+
+@pytest.mark.slow
+def test_experiment_lists_the_run_and_its_iterations(
+    ui, expected: Expected, screenshots: Path
+) -> None:
+    ui.goto("/#/")
+    ui.get_by_role("link", name=expected.experiment, exact=True).click()
+    grid = ui.locator(".ag-root")  # the runs table
+    parent_cell = grid.get_by_role("gridcell").filter(
+        has=ui.get_by_role("link", name=expected.parent, exact=True)
+    )
+    expect(parent_cell).to_be_visible()
+    for _, name in expected.children:  # nested under the parent, hidden until expanded
+        expect(grid.get_by_role("link", name=name, exact=True)).to_be_hidden()
+    parent_cell.get_by_role("button").click()  # the row's expand (+) control
+    for _, name in expected.children:
+        expect(grid.get_by_role("link", name=name, exact=True)).to_be_visible()
+    name, digest, _ = expected.dataset
+    expect(grid.get_by_text(f"{name} ({digest})").first).to_be_visible()
+    shot(ui, screenshots, "1-runs-with-iterations")
+
+
+def _chart(page, title: str, legend: str):
+    """The chart card titled ``title`` whose legend names ``legend``, with a drawn line."""
+    card = (
+        page.get_by_test_id("experiment-view-compare-runs-card")
+        .filter(has=page.get_by_role("heading", name=title, exact=True))
+        .filter(has_text=legend)
+    )
+    expect(card).to_be_visible()
+    expect(card.locator(".js-plotly-plot .scatterlayer path.js-line").first).to_be_attached()
+    return card
+
+
+@pytest.mark.slow
+def test_run_pages_chart_elo_and_loss(ui, expected: Expected, screenshots: Path) -> None:
+    exp = expected.experiment_id
+    ui.goto(f"/#/experiments/{exp}/runs/{expected.parent_id}")
+    expect(ui.get_by_role("heading", name=expected.parent, exact=True)).to_be_visible()
+    expect(ui.get_by_role("link", name="elo", exact=True)).to_be_visible()  # metrics table
+    ui.get_by_role("tab", name="Model metrics").click()
+    expect(ui).to_have_url(re.compile(r"/model-metrics"))
+    for metric in ("elo", "elo_low", "elo_high", "win_rate"):
+        _chart(ui, metric, f"{expected.parent} ({metric})")
+    shot(ui, screenshots, "2-elo-charts")
+
+    run_id, run_name = expected.loss_run
+    ui.goto(f"/#/experiments/{exp}/runs/{run_id}/model-metrics")
+    # Metrics named train/* are grouped in a section "train", each chart titled by the rest.
+    for metric in ("loss", "policy_loss", "value_loss"):
+        _chart(ui, metric, f"{run_name} (train/{metric})")
+    shot(ui, screenshots, "3-loss-charts")
+
+
+@pytest.mark.slow
+def test_run_page_shows_its_dataset_inputs(ui, expected: Expected, screenshots: Path) -> None:
+    run_id, run_name = expected.loss_run
+    name, digest, path = expected.dataset
+    ui.goto(f"/#/experiments/{expected.experiment_id}/runs/{run_id}")
+    expect(ui.get_by_role("heading", name=run_name, exact=True)).to_be_visible()
+    ui.get_by_text(f"{name} ({digest})", exact=True).first.click()
+    drawer = ui.get_by_role("dialog").filter(has_text="Data details for")
+    expect(drawer).to_be_visible()
+    expect(drawer.get_by_text(f"Digest: {digest}")).to_be_visible()
+    if path:
+        expect(drawer.get_by_text(f"Path: {path}")).to_be_visible()
+    shot(ui, screenshots, "4-dataset-inputs")
+    ui.keyboard.press("Escape")
+    expect(drawer).to_be_hidden()
+
+
+@pytest.mark.slow
+def test_model_registry_shows_the_champion(ui, expected: Expected, screenshots: Path) -> None:
+    ui.goto("/#/")
+    ui.get_by_role("link", name="Model registry").click()
+    row = ui.get_by_role("row").filter(has=ui.get_by_role("link", name=expected.model, exact=True))
+    expect(row).to_contain_text("champion")
+    expect(row).to_contain_text(f"Version {expected.champion}")
+    shot(ui, screenshots, "5-registered-models")
+
+    row.get_by_role("link", name=expected.model, exact=True).click()
+    expect(ui).to_have_url(re.compile(rf"#/models/{re.escape(expected.model)}$"))
+    version = ui.get_by_role("row").filter(
+        has=ui.get_by_role("link", name=f"Version {expected.champion}", exact=True)
+    )
+    expect(version).to_contain_text("champion")
+    for other in ui.get_by_role("row").filter(has_not_text=f"Version {expected.champion}").all():
+        assert "champion" not in other.inner_text(), "the alias names one version only"
+    shot(ui, screenshots, "6-model-champion")
+
+
+def test_ui_command_serves_the_project_store_on_localhost(tmp_path: Path) -> None:
+    line = ui_command("sqlite:///mlflow/mlflow.db", "mlflow/artifacts", port=5123, project=tmp_path)
+    assert "\n" not in line
+    words = shlex.split(line)
+    assert words[:3] == [
+        "MLFLOW_DISABLE_TELEMETRY=true",
+        "DO_NOT_TRACK=1",
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false",
+    ]
+    argv = words[3:]
+    assert argv[1:4] == ["-m", "mlflow", "server"]
+    options = dict(zip(argv[4::2], argv[5::2], strict=True))
+    assert options == {
+        "--backend-store-uri": f"sqlite:///{tmp_path.resolve()}/mlflow/mlflow.db",
+        "--default-artifact-root": str(tmp_path.resolve() / "mlflow" / "artifacts"),
+        "--host": "127.0.0.1",
+        "--port": "5123",
+        "--workers": "1",
+    }
+
+
+def test_start_ui_refuses_a_missing_store(tmp_path: Path) -> None:
+    with pytest.raises(UiError, match=r"no MLflow store at .*nothing\.db: run the pipeline"):
+        start_ui(f"sqlite:///{tmp_path}/nothing.db")
+
+
+def test_start_ui_refuses_a_busy_port(tmp_path: Path) -> None:
+    (tmp_path / "mlflow.db").touch()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(UiError, match=rf"127\.0\.0\.1:{port} .*choose another --port"):
+            start_ui(f"sqlite:///{tmp_path}/mlflow.db", port=port)
