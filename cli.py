@@ -80,6 +80,116 @@ def gtp(
     serve(gtp_player, sys.stdin, sys.stdout, size=cfg.rules.board_size, komi=cfg.rules.komi)
 
 
+@app.command()
+@expected_errors
+def train(
+    data: Annotated[list[Path], typer.Option("--data", help="Shard files or folders (repeatable).")],
+    out: Annotated[Path, typer.Option(help="Exported model file to write (model.pt).")],
+    init: Annotated[
+        Path | None, typer.Option(help="Lightning .ckpt to resume, or an exported model.")
+    ] = None,
+    steps: Annotated[int | None, typer.Option(help="SGD steps (default: training.steps).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for sampling and initialisation.")] = 0,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Run one training stage on a window of self-play shards."""
+    from tasks.train import train_stage
+
+    cfg = _config(config, set_)
+    result = train_stage(cfg, data, out, init=init, steps=steps or cfg.training.steps, seed=seed)
+    typer.echo(
+        f"wrote {result.model} (global step {result.global_step}, loss {result.loss:.4f}, "
+        f"sha256 {result.weights_sha256[:16]}…, {result.samples_per_s:.0f} samples/s)"
+    )
+
+
+@app.command("init-model")
+@expected_errors
+def init_model(
+    out: Annotated[Path, typer.Option(help="Checkpoint file to write.")],
+    seed: Annotated[int, typer.Option(help="Initialisation seed.")] = 0,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Write a randomly initialised network (iteration 0 of a run)."""
+    from model.network import make_network, save_checkpoint
+
+    cfg = _config(config, set_)
+    net = make_network(cfg.rules.board_size, cfg.network.blocks, cfg.network.filters, seed=seed,
+                       value_hidden=cfg.network.value_hidden)
+    save_checkpoint(out, net, {"model_id": out.stem, "seed": seed, "global_step": 0})
+    typer.echo(f"wrote {out}")
+
+
+@app.command()
+@expected_errors
+def match(
+    black: Annotated[str, typer.Option(help="Player spec: random, PATH, raw:PATH, gtp:CMD ...")],
+    white: Annotated[str, typer.Option(help="Player spec of the other side.")],
+    games: Annotated[int, typer.Option(help="Games to play (colours alternate).")] = 2,
+    sgf_dir: Annotated[Path | None, typer.Option(help="Write every game here as SGF.")] = None,
+    store: Annotated[
+        Path | None, typer.Option(help="Results store (default: data/<run>/results).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Match seed.")] = 0,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Play a match; print the result table and append the games to the results store."""
+    from tasks.match import run_match
+    from tasks.report import match_table
+
+    cfg = _config(config, set_)
+    store = store or _project() / cfg.pipeline.data_dir / cfg.pipeline.name / "results"
+    result = run_match(black, white, games, cfg, sgf_dir, store, seed=seed)
+    match_table(result)
+
+
+@app.command()
+@expected_errors
+def gate(
+    candidate: Annotated[str, typer.Option(help="Candidate player spec (a checkpoint).")],
+    best: Annotated[str, typer.Option(help="Current best player spec.")],
+    out: Annotated[Path, typer.Option(help="Folder for the evidence and SGFs.")],
+    seed: Annotated[int, typer.Option(help="Match seed.")] = 0,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Gate a candidate against the best: promoted or not, with the evidence."""
+    from tasks.match import run_gate
+
+    cfg = _config(config, set_)
+    decision = run_gate(candidate, best, cfg, out, seed=seed)
+    verdict = "PROMOTED" if decision.promoted else "not promoted"
+    typer.echo(
+        f"{verdict} ({decision.reason}): {decision.wins}-{decision.losses} in {decision.games} "
+        f"games, win rate {decision.win_rate:.1%} [{decision.low:.1%}, {decision.high:.1%}]"
+    )
+
+
+@app.command()
+@expected_errors
+def elo(
+    store: Annotated[
+        Path | None, typer.Option(help="Results store (default: data/<run>/results).")
+    ] = None,
+    anchor: Annotated[str, typer.Option(help="Player fixed at --anchor-elo.")] = "random",
+    anchor_elo: Annotated[float, typer.Option(help="Rating of the anchor.")] = 0.0,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Print Elo ratings with 95% intervals over every recorded game."""
+    from tasks.ratings import ratings_table
+    from tasks.report import elo_table
+
+    cfg = _config(config, set_)
+    store = store or _project() / cfg.pipeline.data_dir / cfg.pipeline.name / "results"
+    if not Path(store).exists():
+        raise ValueError(f"{store}: no results store yet (play a match first)")
+    elo_table(ratings_table(store, anchor=anchor, anchor_elo=anchor_elo))
+
+
 def _project() -> Path:
     return Path.cwd()
 
@@ -155,7 +265,8 @@ def ui(
     from tasks.ui import serve_ui
 
     cfg = _config(config, set_)
-    serve_ui(cfg.pipeline.mlflow_tracking_uri, project=_project(), port=port)
+    raise typer.Exit(serve_ui(cfg.pipeline.mlflow_tracking_uri, port=port,
+                              artifact_root=cfg.pipeline.mlflow_artifact_root, project=_project()))
 
 
 def main() -> None:

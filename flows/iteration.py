@@ -7,6 +7,7 @@ unfinished stage of the first unfinished iteration.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,14 @@ from tasks.lineage import IterationPlan, write_iteration_stages
 
 
 def plan_iteration(cfg: Config, layout: RunLayout, i: int) -> IterationPlan:
-    """Fix the champion, the parent checkpoint and the training window of iteration ``i``."""
+    """Fix the champion, the parent checkpoint and the training window of iteration ``i``.
+
+    The plan is written once (``state/plan.json``) and read back on resume: a promotion
+    later in the run must not change what an earlier iteration was made from.
+    """
+    frozen = stage_done(layout, i, "plan")
+    if frozen is not None:
+        return IterationPlan(**{**frozen, "window": tuple(frozen["window"])})
     champion = read_json(layout.champion) or {"iteration": 0}
     window: list[str] = []
     games = 0
@@ -32,11 +40,13 @@ def plan_iteration(cfg: Config, layout: RunLayout, i: int) -> IterationPlan:
         window.insert(0, layout.rel(layout.selfplay(j)))
         games += cfg.selfplay.games
     seed = cfg.pipeline.seed
-    return IterationPlan(
+    plan = IterationPlan(
         iteration=i, best=int(champion["iteration"]), parent=i - 1, window=tuple(window),
         selfplay_seed=stages.derive_seed(seed, i, 0), train_seed=stages.derive_seed(seed, i, 1),
         gate_seed=stages.derive_seed(seed, i, 2),
     )
+    mark_done(layout, i, "plan", asdict(plan))
+    return plan
 
 
 def _worker_games(total: int, workers: int) -> list[int]:
@@ -57,7 +67,7 @@ def run_selfplay(cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list
     ]
     workers = [f.result() for f in futures]
     hashes = stages.dvc_commit(layout, i, "selfplay")
-    result = {**selfplay_metrics(workers), "v_resign_used": cfg.selfplay.v_resign,
+    result = {**selfplay_metrics(workers, cfg.selfplay.resign_false_positive_target), "v_resign_used": cfg.selfplay.v_resign,
               "hashes": hashes, "seconds": max(w["seconds"] for w in workers)}
     record.log_metrics(cfg, layout, runs, _metrics(result, "selfplay/"), step=i)
     record.log_datasets(cfg, layout, runs[0], hashes, context="selfplay")

@@ -19,6 +19,7 @@ from flows.iteration import iteration
 from tabula.config import Config, ConfigError, config_to_flat_dict, dump_config, parse_config
 from tasks import record, stages
 from tasks.layout import RunLayout, RunLock, read_json, write_json, write_text
+from tasks.lineage import write_init_stage
 from tasks.versioning import code_commit, ensure_repo
 
 SOURCE_DIR = Path(__file__).resolve().parents[1]
@@ -44,7 +45,9 @@ def pipeline(config_yaml: str, project: str, run: str, iterations: int,
     tags = {"git_commit": code_commit(SOURCE_DIR), "prefect.pipeline_flow_run_id":
             str(flow_run.id or "")}
     parent = record.open_pipeline_run(cfg, layout, tags)
-    started = stages.init_model(cfg, layout, stages.derive_seed(cfg.pipeline.seed, 0))
+    init_seed = stages.derive_seed(cfg.pipeline.seed, 0)
+    write_init_stage(layout, init_seed)
+    started = stages.init_model(cfg, layout, init_seed)
     if read_json(layout.champion) is None:
         stages.dvc_commit(layout, 0, "init")
         write_json(layout.champion, {"iteration": 0, "model": started["model"], "version": None})

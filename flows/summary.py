@@ -12,7 +12,7 @@ _SUMMED = ("games", "positions", "simulations", "evaluations", "resigned_games",
            "resign_disabled_games", "false_positives")
 
 
-def selfplay_metrics(workers: list[dict[str, Any]]) -> dict[str, Any]:
+def selfplay_metrics(workers: list[dict[str, Any]], fp_target: float) -> dict[str, Any]:
     """Totals over the workers of one iteration, and the v_resign for the next one."""
     from tabula.resign import calibrate_samples
 
@@ -26,7 +26,7 @@ def selfplay_metrics(workers: list[dict[str, Any]]) -> dict[str, Any]:
     totals["evaluations_per_s"] = totals["evaluations"] / seconds
     samples = [s for w in workers for s in w.get("resign_samples", [])]
     threshold = workers[0].get("v_resign") if workers else None
-    v_next, fp_rate = calibrate_samples(samples, threshold)
+    v_next, fp_rate = calibrate_samples(samples, threshold, target=fp_target)
     totals["v_resign_next"] = v_next
     totals["false_positive_rate"] = fp_rate
     return totals

@@ -71,7 +71,8 @@ def log_datasets(cfg: Config, layout: RunLayout, run_id: str, datasets: dict[str
     """Datasets as MLflow inputs: ``{DVC path: DVC hash}``."""
     client = _client(cfg, layout)
     for path, digest in datasets.items():
-        name = path.split("/", 2)[-1].replace("/", "-")
+        parts = path.split("/")  # data/<run>/iter-NNNN/selfplay -> selfplay-iter-NNNN
+        name = f"{parts[-1]}-{parts[-2]}" if len(parts) >= 2 else path
         tracking.log_dataset(client, run_id, name, path, digest, context)
 
 

@@ -47,7 +47,9 @@ def print_summary(cfg: Config, project: Path, rows: list[dict[str, Any]]) -> Non
     console.print(f"champion: iteration {champion.get('iteration')} ({champion.get('model')})")
     if (layout.root / "elo.png").exists():
         console.print(f"Elo curve: {layout.rel(layout.root / 'elo.png')}")
-    console.print(f"MLflow UI: {ui_command(cfg.pipeline.mlflow_tracking_uri)}")
+    console.print("Open the MLflow UI (http://127.0.0.1:5000) with:  make ui   or")
+    print(ui_command(cfg.pipeline.mlflow_tracking_uri, cfg.pipeline.mlflow_artifact_root,
+                     project=project))
 
 
 def print_status(cfg: Config, project: Path, run: str) -> None:
@@ -75,3 +77,30 @@ def print_status(cfg: Config, project: Path, run: str) -> None:
         if elo:
             console.print(f"last Elo: {elo['elo']:.0f} "
                           f"[{elo['low']:.0f}, {elo['high']:.0f}] (iteration {finished[-1]})")
+
+
+def match_table(result: Any) -> None:
+    """The result of ``tabula match`` from the first (``--black``) player's side."""
+    s = result.summary
+    table = Table(title=f"{s.first} vs {s.second}")
+    for column in ("games", "wins", "losses", "draws", "score", "as black", "as white",
+                   "forfeits", "aborts", "duplicates", "mean moves"):
+        table.add_column(column, justify="right")
+    table.add_row(str(s.games), str(s.wins), str(s.losses), str(s.draws), f"{s.score:.1%}",
+                  str(s.wins_as_black), str(s.wins_as_white), str(s.forfeits), str(s.aborts),
+                  str(s.duplicates), f"{s.mean_moves:.0f}")
+    console = Console()
+    console.print(table)
+    if result.store is not None:
+        console.print(f"results appended to {result.store}")
+
+
+def elo_table(rows: list[dict[str, Any]]) -> None:
+    table = Table(title="Elo (Bradley–Terry, 95% intervals)")
+    for column in ("rank", "player", "Elo", "95% interval", "games", "wins"):
+        table.add_column(column, justify="right" if column != "player" else "left")
+    for row in rows:
+        table.add_row(str(row["rank"]), row["player"], f"{row['elo']:.0f}",
+                      f"[{row['low']:.0f}, {row['high']:.0f}]", str(row["games"]),
+                      f"{row['wins']:g}")
+    Console().print(table)

@@ -37,8 +37,11 @@ IO_RETRIES: dict[str, Any] = {
 
 
 def derive_seed(run_seed: int, *keys: int) -> int:
-    """One 63-bit seed per (run, iteration, worker, ...) from the run's seed."""
-    return int(np.random.SeedSequence([run_seed, *keys]).generate_state(2, np.uint64)[0] >> 1)
+    """One 32-bit seed per (run, iteration, worker, ...) from the run's seed.
+
+    32 bits because Lightning's ``seed_everything`` accepts no more.
+    """
+    return int(np.random.SeedSequence([run_seed, *keys]).generate_state(1, np.uint32)[0])
 
 
 def plain(record: Any) -> dict[str, Any]:
@@ -117,7 +120,8 @@ def gate(cfg: Config, layout: RunLayout, iteration: int, best: int, seed: int) -
     reset_dir(out)
     started = time.perf_counter()
     decision = run_gate(str(layout.model(iteration)), str(layout.model(best)), cfg, out,
-                        store=layout.results, seed=seed, iteration=iteration)
+                        store=layout.results, seed=seed, iteration=iteration,
+                        match_id=f"{layout.run}-i{iteration:04d}-gate")
     result = plain(decision)
     result["seconds"] = time.perf_counter() - started
     return result
@@ -135,7 +139,7 @@ def anchor_match(cfg: Config, layout: RunLayout, iteration: int, anchor: str,
     started = time.perf_counter()
     result = plain(run_match(str(layout.model(iteration)), anchor, cfg.evaluation.anchor_games,
                              cfg, out, layout.results, seed=seed, iteration=iteration,
-                             alternate=True))
+                             match_id=f"{layout.run}-i{iteration:04d}-vs-{name}"))
     result["seconds"] = time.perf_counter() - started
     return result
 

@@ -19,6 +19,7 @@ How lineage is kept (README, "Reproducing a checkpoint"):
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import tempfile
@@ -69,9 +70,15 @@ def code_commit(source_dir: Path) -> str:
     return sha + ("-dirty" if dirty else "")
 
 
+def _quiet() -> None:
+    """DVC logs every lock-file update at INFO; a pipeline run shows only warnings."""
+    logging.getLogger("dvc").setLevel(logging.WARNING)
+
+
 def _repo(project: Path):
     from dvc.repo import Repo
 
+    _quiet()
     return Repo(str(project))
 
 
@@ -83,6 +90,7 @@ def ensure_repo(project: Path, remote: str) -> None:
     """
     from dvc.repo import Repo
 
+    _quiet()
     project = project.resolve()
     git = is_git_repo(project)
     if not (project / ".dvc").is_dir():

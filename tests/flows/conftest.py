@@ -1,0 +1,67 @@
+"""Fixtures for pipeline tests: a real Prefect server, a temp git repo, a tiny config.
+
+Everything is real: Prefect's test harness server (SQLite), MLflow on SQLite in the temp repo,
+DVC with a local directory remote. Only the sizes shrink, so an iteration takes seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tabula.config import Config, load_config
+
+TINY = [
+    "rules.board_size=5",
+    "network.blocks=1",
+    "network.filters=8",
+    "network.value_hidden=16",
+    "search.simulations=4",
+    "search.leaves_per_game=2",
+    "selfplay.games=4",
+    "selfplay.workers=2",
+    "selfplay.concurrent_games=2",
+    "selfplay.sgf_sample=1",
+    "selfplay.batch_size=8",
+    "training.batch_size=16",
+    "training.steps=4",
+    "training.lr_boundaries=[6]",
+    "training.lr_values=[0.01,0.001]",
+    "training.checkpoint_every=4",
+    "evaluation.gating_games=2",
+    "evaluation.simulations=4",
+    "evaluation.anchor_games=2",
+    "pipeline.name=tiny",
+]
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """One real Prefect API (the test harness's temporary SQLite server) for the session."""
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield os.environ.get("PREFECT_API_URL")
+
+
+@pytest.fixture
+def tiny_config() -> Config:
+    return load_config(None, TINY)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A temp git repo standing in for a user's clone (DVC is initialised by the pipeline)."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    (repo / "README.md").write_text("user project\n")
+    subprocess.run(["git", "add", "README.md"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "init"], cwd=repo, check=True, env=env)
+    return repo

@@ -1,0 +1,121 @@
+"""Two iterations end to end on real Prefect, MLflow and DVC; resume; the run lock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flows.pipeline import run_pipeline
+from tasks import tracking, versioning
+from tasks.layout import RunLayout, RunLock, RunLockedError, read_json
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def two_iterations(prefect_server, tiny_config, project):
+    rows = run_pipeline(tiny_config, project, iterations=2)
+    return tiny_config, project, rows
+
+
+def _positions(layout: RunLayout, i: int) -> tuple[int, set]:
+    from model.shards import read_shard
+
+    rows, keys = 0, set()
+    for shard in sorted(layout.selfplay(i).rglob("*.parquet")):
+        records = read_shard(shard)
+        rows += len(records.z)
+        keys |= {(str(g), int(m)) for g, m in zip(records.game_id, records.move_number, strict=True)}
+    return rows, keys
+
+
+def test_two_iterations_leave_everything_traceable(two_iterations):
+    cfg, project, rows = two_iterations
+    assert [r["iteration"] for r in rows] == [1, 2]
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+
+    # MLflow: a parent run with two iteration children, metrics, datasets, model versions.
+    client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
+    exp = client.get_experiment_by_name(f"tabula/{layout.run}")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if r.data.tags.get(tracking.TAG_KIND) == "pipeline"]
+    children = [r for r in runs if r.data.tags.get(tracking.TAG_KIND) == "iteration"]
+    assert len(parents) == 1 and len(children) == 2
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    child = next(c for c in children if c.data.tags[tracking.TAG_ITERATION] == "2")
+    assert {"selfplay/positions", "eval/win_rate", "elo"} <= set(child.data.metrics)
+    assert "rules.board_size" in child.data.params
+    assert child.data.tags.get("git_commit")
+    inputs = child.inputs.dataset_inputs
+    digests = {d.dataset.name: d.dataset.digest for d in inputs}
+    assert any(name.endswith("selfplay") for name in digests)
+    lock = (layout.iteration(2) / "dvc.lock").read_text()
+    assert all(d[:8] in lock for d in digests.values())
+    name = cfg.pipeline.registered_model_for(cfg.rules.board_size)
+    versions = client.search_model_versions(f"name = '{name}'")
+    assert len(versions) == 2
+    champion = client.get_model_version_by_alias(name, "champion") if any(
+        r["promoted"] for r in rows) else None
+    if champion is not None:
+        assert champion.tags["tabula.run"] == layout.run
+
+    # DVC: everything committed and pushed, lineage names the window.
+    assert versioning.status(project) == {}
+    train_deps = versioning.stage_deps(project, layout.stage_file(2), "train")
+    assert layout.rel(layout.selfplay(1)) in train_deps
+    assert layout.rel(layout.selfplay(2)) in train_deps
+    assert layout.rel(layout.model_dir(1)) in train_deps
+    dag = subprocess.run(["dvc", "dag", "--md"], cwd=project, capture_output=True, text=True)
+    assert "iter-0002" in dag.stdout
+
+    # Git: the user's branch is untouched; the run branch and tags hold the lineage.
+    head = subprocess.run(["git", "log", "--oneline", "main"], cwd=project, capture_output=True,
+                          text=True).stdout
+    assert len(head.strip().splitlines()) == 1
+    branch = subprocess.run(["git", "ls-tree", "-r", "--name-only", f"tabula/runs/{layout.run}"],
+                            cwd=project, capture_output=True, text=True).stdout
+    assert f"data/{layout.run}/iter-0002/dvc.lock" in branch
+    tags = subprocess.run(["git", "tag"], cwd=project, capture_output=True, text=True).stdout
+    assert f"tabula/{layout.run}/iter-0002" in tags
+
+    # Prefect: the iteration's markdown artifact exists.
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as prefect:
+        artifact = prefect.read_latest_artifacts()
+        keys = {a.key for a in artifact}
+    assert f"{layout.run}-iter-0002" in keys
+
+
+def test_rerun_finds_finished_work(two_iterations):
+    cfg, project, rows = two_iterations
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+    before = {p: p.stat().st_mtime_ns for p in layout.root.rglob("*.parquet")}
+    again = run_pipeline(cfg, project, iterations=2)
+    assert [r["positions"] for r in again] == [r["positions"] for r in rows]
+    after = {p: p.stat().st_mtime_ns for p in layout.root.rglob("*.parquet")}
+    assert before == after  # nothing recomputed
+
+
+def test_second_pipeline_on_the_same_run_is_refused(tiny_config, project):
+    layout = RunLayout(project, tiny_config.pipeline.data_dir, tiny_config.pipeline.name)
+    with RunLock(layout), pytest.raises(RunLockedError, match="already running"):
+        run_pipeline(tiny_config, project, iterations=1)
+
+
+def test_changed_config_on_resume_is_refused(prefect_server, tiny_config, project):
+    from tabula.config import ConfigError
+
+    layout = RunLayout(project, tiny_config.pipeline.data_dir, tiny_config.pipeline.name)
+    layout.root.mkdir(parents=True)
+    from flows.pipeline import freeze_config
+
+    freeze_config(tiny_config, layout)
+    changed = tiny_config.model_copy(update={"search": tiny_config.search.model_copy(
+        update={"simulations": 7})})
+    with pytest.raises(ConfigError, match="search.simulations"):
+        freeze_config(changed, layout)
+    assert json.dumps(read_json(layout.params) or {}) is not None
