@@ -123,7 +123,8 @@ def run_promote(cfg: Config, layout: RunLayout, plan: IterationPlan, evaluation:
         "tabula.parent_checkpoint": layout.rel(layout.model(plan.parent)),
         "tabula.window": ",".join(f"{p}@{h}" for p, h in train["window"].items()),
         "tabula.seed": str(plan.train_seed), "tabula.global_step": str(train.get("global_step")),
-        "tabula.dvc_model": next(iter(train["hashes"].values()), ""), **tags,
+        "tabula.dvc_model": next(iter(train["hashes"].values()), ""),
+        "tabula.run": layout.run, "tabula.iteration": str(i), **tags,
     }
     version = record.register(cfg, layout, runs[0], i, train["weights_sha256"], lineage,
                               champion=promoted)

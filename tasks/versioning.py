@@ -23,7 +23,8 @@ import logging
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import chdir, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +76,18 @@ def _quiet() -> None:
     logging.getLogger("dvc").setLevel(logging.WARNING)
 
 
-def _repo(project: Path):
+@contextmanager
+def _repo(project: Path) -> Iterator[Any]:
+    """An open DVC repo, with the working directory at its root while it is used.
+
+    DVC resolves relative targets against the working directory, not the repo root; stages
+    run one at a time in a pipeline, so the brief ``chdir`` does not race with other work.
+    """
     from dvc.repo import Repo
 
     _quiet()
-    return Repo(str(project))
+    with chdir(project), Repo(str(project)) as repo:
+        yield repo
 
 
 def ensure_repo(project: Path, remote: str) -> None:

@@ -1,0 +1,241 @@
+"""The self-play worker: a network, the game loop, and the shards and SGFs it writes.
+
+``run_worker`` loads the model (a checkpoint, or "random": a freshly initialised network from
+the seed), plays ``games`` games with `tabula.selfplay.play_games`, and writes
+
+- shards (`model.shards`, Parquet): every position of every game with its 17 planes, pi, z,
+  side to move, game id, move number, iteration, model id and the resign-disabled flag; a
+  shard is closed after ``rows_per_shard`` positions (at a game boundary) and at the end;
+  named ``i{iteration}-w{worker}-{k}.parquet``, each written to a temporary name and renamed;
+- a sample of ``selfplay.sgf_sample`` games (the first game indices) as SGF under ``sgf/``,
+  also atomically, with the root value of each move as its comment.
+
+Seeds: the games' generator is ``SeedSequence(seed, spawn_key=(iteration, worker))``, and game
+i gets its i-th spawned child, so the same seed, weights and config give byte-identical
+shards (the overlap setting is part of the config of a run: it changes the network batches).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from model.evaluator import Evaluator
+from model.network import PolicyValueNet, load_checkpoint, make_network, weights_sha256
+from model.shards import ShardRecords, write_shard
+from tabula.config import Config
+from tabula.resign import ResignTrace
+from tabula.selfplay import GameRecord, SelfPlayParams, SelfPlayStats, play_games
+from tabula.sgf import game_to_sgf, result_string
+
+SHARD_PLANE_BYTES = 2**27  # close a shard at ~128 MiB of unpacked planes (~97k rows on 9x9)
+
+
+@dataclass(frozen=True)
+class WorkerProgress:
+    """Sent to the progress callback after each finished game."""
+
+    games: int
+    games_total: int
+    positions: int
+    simulations: int
+    evaluations: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    """What a worker wrote and measured. resign_samples: one `ResignTrace.to_dict()` per
+    resign-disabled game (for `tabula.resign.calibrate_samples`); false_positives: how many
+    of those a resignation at ``v_resign`` would have lost."""
+
+    shards: list[Path]
+    sgfs: list[Path]
+    model_id: str
+    games: int
+    positions: int
+    simulations: int
+    evaluations: int
+    seconds: float
+    resigned_games: int
+    resign_disabled_games: int
+    false_positives: int
+    v_resign: float | None
+    resign_samples: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def positions_per_s(self) -> float:
+        return self.positions / max(self.seconds, 1e-9)
+
+    @property
+    def simulations_per_s(self) -> float:
+        return self.simulations / max(self.seconds, 1e-9)
+
+    @property
+    def evaluations_per_s(self) -> float:
+        return self.evaluations / max(self.seconds, 1e-9)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (paths as strings, rates included)."""
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        data["shards"] = [str(p) for p in self.shards]
+        data["sgfs"] = [str(p) for p in self.sgfs]
+        for rate in ("positions_per_s", "simulations_per_s", "evaluations_per_s"):
+            data[rate] = getattr(self, rate)
+        return data
+
+
+def load_model(cfg: Config, model: str | os.PathLike[str] | None, seed: int) -> tuple[
+    PolicyValueNet, str
+]:  # fmt: skip
+    """(network, model id) for a checkpoint path, or for "random"/None (initialised from seed)."""
+    n = cfg.network
+    if model is None or str(model) == "random":
+        net = make_network(cfg.rules.board_size, n.blocks, n.filters, seed, n.value_hidden)
+        return net, f"random-{weights_sha256(net)[:12]}"
+    net, metadata = load_checkpoint(model, expect_board_size=cfg.rules.board_size)
+    return net, str(metadata.get("model_id") or weights_sha256(net)[:16])
+
+
+def game_rng(seed: int, iteration: int, worker: int) -> np.random.Generator:
+    """The generator whose spawned children play the worker's games."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(iteration, worker)))
+
+
+def run_worker(
+    cfg: Config,
+    model: str | os.PathLike[str] | None,
+    out_dir: str | os.PathLike[str],
+    *,
+    games: int,
+    seed: int,
+    iteration: int = 0,
+    worker: int = 0,
+    progress: Callable[[WorkerProgress], None] | None = None,
+    overlap: bool = True,
+    rows_per_shard: int | None = None,
+) -> WorkerResult:
+    """Play ``games`` self-play games and write them under ``out_dir`` (module docstring).
+
+    overlap: evaluate half the games while the search works on the other half (see
+    `tabula.selfplay`). rows_per_shard: default ~128 MiB of unpacked planes per shard.
+
+    Raises CheckpointError for a bad model file; ValueError for games < 1.
+    """
+    if games < 1:
+        raise ValueError(f"games must be >= 1 (got {games})")
+    out = Path(out_dir)
+    net, model_id = load_model(cfg, model, seed)
+    evaluate = Evaluator(net, device=cfg.pipeline.device)
+    params = SelfPlayParams.from_config(cfg)
+    if rows_per_shard is None:
+        rows_per_shard = max(1000, SHARD_PLANE_BYTES // (17 * cfg.rules.board_size**2))
+    writer = _Writer(cfg, out, model_id, iteration, worker, rows_per_shard)
+    stats = SelfPlayStats()
+    traces: list[ResignTrace] = []
+    started = time.perf_counter()
+    rng = game_rng(seed, iteration, worker)
+    for record in play_games(evaluate, params, games, rng, overlap=overlap, stats=stats):
+        writer.add(record)
+        if record.resign_disabled:
+            traces.append(record.resign_trace())
+        if progress is not None:
+            progress(WorkerProgress(stats.games, games, stats.positions, stats.simulations,
+                                    stats.evaluations, time.perf_counter() - started))  # fmt: skip
+    writer.flush()
+    v = params.v_resign
+    return WorkerResult(
+        shards=writer.shards,
+        sgfs=writer.sgfs,
+        model_id=model_id,
+        games=stats.games,
+        positions=stats.positions,
+        simulations=stats.simulations,
+        evaluations=stats.evaluations,
+        seconds=time.perf_counter() - started,
+        resigned_games=stats.resigned,
+        resign_disabled_games=stats.resign_disabled,
+        false_positives=sum(v is not None and t.false_positive(v) for t in traces),
+        v_resign=v,
+        resign_samples=[t.to_dict() for t in traces],
+    )
+
+
+class _Writer:
+    """Collects finished games into shards and writes the SGF sample."""
+
+    def __init__(self, cfg: Config, out: Path, model_id: str, iteration: int, worker: int,
+                 rows_per_shard: int) -> None:  # fmt: skip
+        self.cfg, self.out, self.model_id = cfg, out, model_id
+        self.iteration, self.worker, self.rows_per_shard = iteration, worker, rows_per_shard
+        self.pending: list[ShardRecords] = []
+        self.rows = 0
+        self.shards: list[Path] = []
+        self.sgfs: list[Path] = []
+
+    def game_id(self, record: GameRecord) -> str:
+        return f"i{self.iteration:04d}-w{self.worker:02d}-g{record.index:06d}"
+
+    def add(self, record: GameRecord) -> None:
+        if record.length:
+            self.pending.append(self.rows_of(record))
+            self.rows += record.length
+        if record.index < self.cfg.selfplay.sgf_sample:
+            self.write_sgf(record)
+        if self.rows >= self.rows_per_shard:
+            self.flush()
+
+    def rows_of(self, r: GameRecord) -> ShardRecords:
+        T = r.length
+        return ShardRecords(
+            planes=r.planes(),
+            pi=r.pi,
+            z=r.z,
+            to_play=r.to_play,
+            game_id=np.full(T, self.game_id(r)),
+            move_number=np.arange(T, dtype=np.int32),
+            iteration=np.full(T, self.iteration, dtype=np.int32),
+            model_id=np.full(T, self.model_id),
+            resign_disabled=np.full(T, r.resign_disabled),
+        )
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        k = len(self.shards)
+        path = self.out / f"i{self.iteration:04d}-w{self.worker:02d}-{k:04d}.parquet"
+        metadata = {"iteration": self.iteration, "worker": self.worker, "model_id": self.model_id}
+        write_shard(path, ShardRecords.concatenate(self.pending), metadata)
+        self.shards.append(path)
+        self.pending, self.rows = [], 0
+
+    def write_sgf(self, r: GameRecord) -> None:
+        result = result_string(r.score, r.winner, resigned=r.resigned != 0)
+        comments = {t + 1: f"root value {v:+.3f}" for t, v in enumerate(r.root_values)}
+        data = game_to_sgf(
+            r.board_size, r.komi, r.history(), self.model_id, self.model_id, result,
+            comments=comments,
+        )  # fmt: skip
+        path = self.out / "sgf" / f"{self.game_id(r)}.sgf"
+        _write_atomic(path, data)
+        self.sgfs.append(path)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write to a temporary file in the same folder, then rename: never half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
