@@ -1,0 +1,147 @@
+"""Network-alone inference throughput: positions/s for each execution path, ratios to eager fp32.
+
+Usage: ``python bench/network.py [--json PATH] [--rounds R] [--seconds S] [--no-compile]``
+
+Two shapes: the 9x9 6-block 64-filter net at batch 128 and the quick-start 9x9 4x32 net at batch
+256. Paths: eager fp32, channels_last fp32, bf16 autocast + channels_last, torch.compile + bf16
+(the four the issue names), and what ``model.evaluator.Evaluator`` does: BN folded into the convs
++ channels_last (fp32 and compiled), plus the full ``Evaluator`` call with its numpy round trip
+and random symmetries. Paths are timed in interleaved rounds and the median is reported, so load
+from other processes hits every path alike. Compile times are reported beside the throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from model.evaluator import Evaluator  # noqa: E402
+from model.network import fold_batch_norm, make_network  # noqa: E402
+
+SHAPES = [  # (name, N, blocks, filters, batch)
+    ("9x9 6x64 b128", 9, 6, 64, 128),
+    ("9x9 4x32 b256 (quick start)", 9, 4, 32, 256),
+]
+
+
+def _autocast(fn: Callable, x: torch.Tensor) -> Callable[[], object]:
+    def run() -> object:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return fn(x)
+
+    return run
+
+
+def build_paths(n: int, blocks: int, filters: int, batch: int, compile_: bool) -> dict:
+    """name -> (zero-argument callable doing one batch, compile seconds or None)."""
+    net = make_network(n, blocks, filters, seed=0).eval()
+    x = (torch.rand(batch, 17, n, n, generator=torch.Generator().manual_seed(0)) < 0.3).float()
+    cl = copy.deepcopy(net).to(memory_format=torch.channels_last)
+    xc = x.contiguous(memory_format=torch.channels_last)
+    folded = fold_batch_norm(net).to(memory_format=torch.channels_last)
+    paths: dict[str, tuple[Callable[[], object], float | None]] = {
+        "eager fp32": (lambda: net(x), None),
+        "channels_last fp32": (lambda: cl(xc), None),
+        "bf16 autocast + channels_last": (_autocast(cl, xc), None),
+        "BN folded + channels_last fp32": (lambda: folded(xc), None),
+    }
+    if compile_:
+        for name, module, bf16 in (
+            ("torch.compile + bf16", cl, True),
+            ("torch.compile BN folded fp32", folded, False),
+        ):
+            fn = torch.compile(copy.deepcopy(module), dynamic=False)
+            run = _autocast(fn, xc) if bf16 else (lambda fn=fn: fn(xc))
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                run()
+            paths[name] = (run, time.perf_counter() - t0)
+    planes = (np.random.default_rng(0).random((batch, 17, n, n)) < 0.3).astype(np.uint8)
+    ev = Evaluator(net, device="cpu", precision="auto", compile=False)
+    rng = np.random.default_rng(1)
+    paths["Evaluator(auto) incl. numpy + symmetries"] = (lambda: ev(planes, rng), None)
+    return paths
+
+
+def measure(paths: dict, batch: int, rounds: int, seconds: float) -> dict[str, float]:
+    """Median positions/s per path over ``rounds`` interleaved rounds of ~``seconds`` each."""
+    rates: dict[str, list[float]] = {name: [] for name in paths}
+    with torch.inference_mode():
+        for run, _ in paths.values():  # warm-up: allocator, oneDNN primitive caches
+            for _ in range(3):
+                run()
+        for _ in range(rounds):
+            for name, (run, _) in paths.items():
+                t0, calls = time.perf_counter(), 0
+                while (elapsed := time.perf_counter() - t0) < seconds:
+                    run()
+                    calls += 1
+                rates[name].append(calls * batch / elapsed)
+    return {name: statistics.median(r) for name, r in rates.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=1.0, help="per path per round")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile paths")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    console = Console()
+    results = []
+    for label, n, blocks, filters, batch in SHAPES:
+        paths = build_paths(n, blocks, filters, batch, not args.no_compile)
+        rates = measure(paths, batch, args.rounds, args.seconds)
+        base = rates["eager fp32"]
+        table = Table(title=f"{label}, {args.threads} threads, median of {args.rounds} rounds")
+        for col in ("path", "positions/s", "x eager fp32", "compile s"):
+            table.add_column(col, justify="left" if col == "path" else "right")
+        for name, rate in rates.items():
+            compile_s = paths[name][1]
+            table.add_row(
+                name,
+                f"{rate:,.0f}",
+                f"{rate / base:.2f}",
+                "" if compile_s is None else f"{compile_s:.1f}",
+            )
+            results.append(
+                {
+                    "shape": label,
+                    "board_size": n,
+                    "blocks": blocks,
+                    "filters": filters,
+                    "batch": batch,
+                    "path": name,
+                    "positions_per_s": rate,
+                    "ratio_to_eager_fp32": rate / base,
+                    "compile_s": compile_s,
+                }
+            )
+        console.print(table)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "threads": args.threads,
+            "torch": torch.__version__,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        }
+        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

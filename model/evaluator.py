@@ -1,0 +1,186 @@
+"""Batched network inference for search: ``evaluator(planes, rng) -> (priors, values)``.
+
+The contract every search uses (DESIGN.md, "Evaluator"):
+
+- ``planes``: uint8 or float32 ``[B, 17, N, N]``, the features of ``tabula.features``;
+- ``priors``: float32 ``[B, N*N + 1]``, softmax probabilities over all moves (pass last), NOT
+  masked: MCTS masks illegal moves and renormalises;
+- ``values``: float32 ``[B]`` in [-1, 1], from the side to move.
+
+With ``rng`` each position goes through a dihedral transform d_i "selected uniformly at random"
+from the 8 (paper, Methods, "Search algorithm": (d_i(p), v) = f_theta(d_i(s_L))), drawn as
+``ks = rng.integers(0, 8, size=B)``, and its policy comes back through the inverse transform.
+The permutations come from ``tabula.features`` (one definition for augmentation and search):
+transform ``k = 4 * flip + rot`` first rotates by ``rot`` quarter turns counter-clockwise
+(``np.rot90`` on the last two axes), then, if ``flip``, mirrors left-right (``np.flip`` on the
+last axis). A policy is transformed on its first N*N entries viewed as ``[N, N]``; pass stays.
+
+Speed on the 2-core CPU this was measured on (bench/network.py, 9x9, 6x64, batch 128): folding
+BN into the convs and channels_last give ~1.5x over plain eager fp32; bf16 autocast is ~2.5x
+SLOWER there because the CPU lacks native bf16 (no AVX512-BF16/AMX), so "auto" takes bf16 only
+on CPUs that have it and on CUDA. ``torch.compile`` adds ~1.3x more but costs ~10-30 s per
+process plus several seconds per new batch size, which a quick-start self-play worker (~10^5
+positions) does not win back, so "auto" leaves it off; pass ``compile=True`` for long workers.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Literal
+
+import numpy as np
+import torch
+
+from model.network import INPUT_PLANES, PolicyValueNet, fold_batch_norm
+from tabula.features import (
+    NUM_SYMMETRIES,
+    inverse_symmetry,
+    inverse_symmetry_permutations,
+    symmetry_permutations,
+)
+
+Precision = Literal["auto", "fp32", "bf16"]
+
+
+class EvaluatorInputError(ValueError):
+    """The planes handed to an evaluator have the wrong shape or dtype."""
+
+
+#: INVERSE[k] is the transform undoing k (tabula.features.inverse_symmetry), for vectorised use.
+INVERSE = np.array([inverse_symmetry(k) for k in range(NUM_SYMMETRIES)], dtype=np.int64)
+
+
+def transform_planes(planes: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """Apply transform ``ks[b]`` to ``planes[b]`` for all b at once: ``[B, C, N, N]`` -> same."""
+    b, c, n, _ = planes.shape
+    perm = symmetry_permutations(n)[:, : n * n]
+    flat = planes.reshape(b, c, n * n)
+    return np.take_along_axis(flat, perm[ks][:, None, :], axis=2).reshape(planes.shape)
+
+
+def transform_policy(pi: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """Apply transform ``ks[b]`` to policy ``pi[b]`` for all b: ``[B, M+1]`` -> same."""
+    n = int(round((pi.shape[-1] - 1) ** 0.5))
+    return np.take_along_axis(pi, symmetry_permutations(n)[ks], axis=1)
+
+
+def _cpu_has_native_bf16() -> bool:
+    # Without AVX512-BF16 or AMX, oneDNN emulates bf16 and is ~2.5x slower than fp32 here.
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, p, lambda: False)() for p in probes)
+
+
+def _resolve(device: str | torch.device, precision: Precision) -> tuple[torch.device, bool]:
+    dev = torch.device(
+        ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+    )
+    if precision not in ("auto", "fp32", "bf16"):
+        raise ValueError(f"precision must be 'auto', 'fp32' or 'bf16', got {precision!r}")
+    if precision == "auto":
+        if dev.type == "cuda":
+            use_bf16 = torch.cuda.is_bf16_supported()
+        else:
+            use_bf16 = dev.type == "cpu" and _cpu_has_native_bf16()
+    else:
+        use_bf16 = precision == "bf16"
+    return dev, use_bf16
+
+
+def _bucket(b: int) -> int:
+    """Batch size a compiled graph runs at: the next power of two (>= 16), so a worker sees a
+    handful of shapes and recompiles rarely (each costs seconds)."""
+    return max(16, 1 << (b - 1).bit_length())
+
+
+class Evaluator:
+    """Batched inference with a private, eval-mode, BN-folded copy of a ``PolicyValueNet``.
+
+    ``device``: "auto" (CUDA when available, else CPU) or a torch device. ``precision``: "fp32",
+    "bf16" (autocast) or "auto" (bf16 on CUDA and on CPUs with native bf16, else fp32).
+    ``compile``: ``torch.compile`` the network (inputs padded to power-of-two batches); "auto" is
+    False (see the module docstring for the numbers). Call it as described in the module
+    docstring. Not thread-safe: one evaluator per worker thread.
+    """
+
+    def __init__(
+        self,
+        net: PolicyValueNet,
+        device: str | torch.device = "auto",
+        precision: Precision = "auto",
+        compile: bool | Literal["auto"] = "auto",
+    ) -> None:
+        if compile not in (True, False, "auto"):
+            raise ValueError(f"compile must be True, False or 'auto', got {compile!r}")
+        self.device, self.bf16 = _resolve(device, precision)
+        self.board_size = net.board_size
+        self.compiled = compile is True  # "auto" -> off: see the module docstring
+        self._net = fold_batch_norm(net).to(self.device)
+        self._net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        self._forward = torch.compile(self._net, dynamic=False) if self.compiled else self._net
+        inv = np.array(inverse_symmetry_permutations(self.board_size))  # writable copy for torch
+        self._inverse_perm = torch.from_numpy(inv).to(self.device)
+
+    def __call__(
+        self, planes: np.ndarray, rng: np.random.Generator | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        n = self.board_size
+        planes = np.asarray(planes)
+        if planes.ndim != 4 or planes.shape[1:] != (INPUT_PLANES, n, n):
+            raise EvaluatorInputError(
+                f"planes must have shape [B, {INPUT_PLANES}, {n}, {n}], got {planes.shape}"
+            )
+        if planes.dtype not in (np.uint8, np.float32, np.bool_):
+            raise EvaluatorInputError(f"planes must be uint8 or float32, got {planes.dtype}")
+        b = planes.shape[0]
+        if b == 0:
+            return np.zeros((0, n * n + 1), np.float32), np.zeros(0, np.float32)
+        ks: np.ndarray | None = None
+        if rng is not None:
+            ks = np.asarray(rng.integers(0, NUM_SYMMETRIES, size=b), dtype=np.int64)
+            planes = transform_planes(planes, ks)
+        with torch.inference_mode():
+            logits, values = self._run(planes)
+            priors = torch.softmax(logits.float(), dim=1)
+            if ks is not None:
+                # The net saw d_k(s); d_k^-1 brings its policy back to the board as given.
+                idx = self._inverse_perm[torch.from_numpy(ks).to(self.device)]
+                priors = torch.gather(priors, 1, idx)
+            values = values.float().clamp_(-1.0, 1.0)
+            return priors.cpu().numpy(), values.cpu().numpy()
+
+    def _run(self, planes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        b = planes.shape[0]
+        x = torch.from_numpy(np.ascontiguousarray(planes)).to(self.device)
+        if self.compiled and _bucket(b) != b:
+            x = torch.cat([x, x.new_zeros((_bucket(b) - b, *x.shape[1:]))])
+        x = x.to(torch.float32).contiguous(memory_format=torch.channels_last)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            try:
+                logits, values = self._forward(x)
+            except Exception as e:  # any compiler failure: fall back, stay correct
+                if not self.compiled:
+                    raise
+                warnings.warn(f"torch.compile failed, evaluating eagerly: {e}", stacklevel=3)
+                self.compiled, self._forward = False, self._net
+                logits, values = self._forward(x[:b])
+        return logits[:b], values[:b]
+
+
+class UniformEvaluator:
+    """Priors uniform over all N*N + 1 moves and value 0: a network-free evaluator for testing
+    search (STYLE.md 8). Same call contract as ``Evaluator``; ``rng`` is accepted and ignored."""
+
+    def __call__(
+        self, planes: np.ndarray, rng: np.random.Generator | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        planes = np.asarray(planes)
+        if (
+            planes.ndim != 4
+            or planes.shape[1] != INPUT_PLANES
+            or planes.shape[2] != planes.shape[3]
+        ):
+            raise EvaluatorInputError(
+                f"planes must have shape [B, {INPUT_PLANES}, N, N], got {planes.shape}"
+            )
+        b, m = planes.shape[0], planes.shape[2] * planes.shape[3]
+        return np.full((b, m + 1), 1.0 / (m + 1), np.float32), np.zeros(b, np.float32)

@@ -1,0 +1,388 @@
+"""THE on-disk schema of self-play data: one Parquet file (zstd) per shard, one row per position.
+
+Columns (``shard_schema(N)``; M = N*N; all non-null):
+
+=================  ==============================  =============================================
+column             Arrow type                      meaning
+=================  ==============================  =============================================
+planes             fixed_size_binary(ceil(17M/8))  ``np.packbits`` of the 17 x N x N uint8 planes
+pi                 fixed_size_list<float32>[M+1]   MCTS visit distribution, pass last
+z                  float32                         game result from the side to move: +1/-1/0
+to_play            int8                            +1 black, -1 white
+game_id            string                          unique per game within a run
+move_number        int32                           0 for the first move of the game
+iteration          int32                           pipeline iteration that produced the game
+model_id           string                          the checkpoint that played (best player)
+resign_disabled    bool                            the game was played with resignation off
+=================  ==============================  =============================================
+
+The file's schema metadata holds ``tabula.schema_version`` (``SCHEMA_VERSION``),
+``tabula.board_size`` and ``tabula.metadata`` (the writer's JSON dict). Fixed-size types make
+reading a reshape of Arrow's buffers rather than a per-row conversion. Shards are written under a
+temporary name in the target folder and renamed, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+PLANES = 17
+_KEY_VERSION, _KEY_SIZE, _KEY_META = (
+    b"tabula.schema_version",
+    b"tabula.board_size",
+    b"tabula.metadata",
+)
+_ROW_GROUP_ROWS = 65536
+_COLUMN_DTYPES = {  # numpy dtype of each non-plane column
+    "pi": np.float32,
+    "z": np.float32,
+    "to_play": np.int8,
+    "game_id": np.str_,
+    "move_number": np.int32,
+    "iteration": np.int32,
+    "model_id": np.str_,
+    "resign_disabled": np.bool_,
+}
+
+
+class ShardError(ValueError):
+    """A shard is unreadable, foreign, of another schema version or board size, or its records
+    are malformed; the message is one line naming the file."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Columns:
+    """Per-position columns shared by both shard views; every array has R rows.
+
+    pi: float32[R, M+1]; z: float32[R] in {-1, 0, +1} from the side to move; to_play: int8[R]
+    (+1 black, -1 white); game_id, model_id: str[R]; move_number, iteration: int32[R];
+    resign_disabled: bool[R]. Arrays read from a file may be read-only views of its buffers.
+    """
+
+    pi: np.ndarray
+    z: np.ndarray
+    to_play: np.ndarray
+    game_id: np.ndarray
+    move_number: np.ndarray
+    iteration: np.ndarray
+    model_id: np.ndarray
+    resign_disabled: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.z.shape[0])
+
+    @property
+    def board_size(self) -> int:
+        return int(round((self.pi.shape[1] - 1) ** 0.5))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardRecords(_Columns):
+    """A shard's rows with unpacked planes: uint8[R, 17, N, N] (features of tabula.features)."""
+
+    planes: np.ndarray
+
+    @classmethod
+    def concatenate(cls, parts: list[ShardRecords]) -> ShardRecords:
+        """Rows of ``parts`` one after another (e.g. the games of one self-play worker)."""
+        if not parts:
+            raise ValueError("concatenate needs at least one ShardRecords")
+        return cls(
+            **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)}
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackedShard(_Columns):
+    """A shard's rows with planes still bit-packed: uint8[R, ceil(17*N*N/8)].
+
+    The training data path keeps this form and unpacks only the rows of each mini-batch.
+    """
+
+    packed_planes: np.ndarray
+
+    def unpack_planes(self, rows: np.ndarray | slice | None = None) -> np.ndarray:
+        """uint8[len(rows), 17, N, N] for the selected rows (all when None)."""
+        packed = self.packed_planes if rows is None else self.packed_planes[rows]
+        return unpack_planes(packed, self.board_size)
+
+    def to_records(self) -> ShardRecords:
+        cols = {f.name: getattr(self, f.name) for f in fields(_Columns)}
+        return ShardRecords(**cols, planes=self.unpack_planes())
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """What a shard's footer says, without reading its rows."""
+
+    path: Path
+    schema_version: int
+    board_size: int
+    num_rows: int
+    num_row_groups: int
+    metadata: dict[str, Any]
+
+
+def shard_schema(board_size: int, metadata: dict[str, Any] | None = None) -> pa.Schema:
+    """The Arrow schema of a shard for an N x N board (see the module table)."""
+    m = board_size * board_size
+    schema = pa.schema(
+        [
+            pa.field("planes", pa.binary(packed_width(board_size)), nullable=False),
+            pa.field(
+                "pi",
+                pa.list_(pa.field("item", pa.float32(), nullable=False), m + 1),
+                nullable=False,
+            ),
+            pa.field("z", pa.float32(), nullable=False),
+            pa.field("to_play", pa.int8(), nullable=False),
+            pa.field("game_id", pa.string(), nullable=False),
+            pa.field("move_number", pa.int32(), nullable=False),
+            pa.field("iteration", pa.int32(), nullable=False),
+            pa.field("model_id", pa.string(), nullable=False),
+            pa.field("resign_disabled", pa.bool_(), nullable=False),
+        ]
+    )
+    return schema.with_metadata(
+        {
+            _KEY_VERSION: str(SCHEMA_VERSION).encode(),
+            _KEY_SIZE: str(board_size).encode(),
+            _KEY_META: json.dumps(metadata or {}, sort_keys=True).encode(),
+        }
+    )
+
+
+def packed_width(board_size: int) -> int:
+    """Bytes per row of packed planes: ceil(17 * N * N / 8)."""
+    return (PLANES * board_size * board_size + 7) // 8
+
+
+def pack_planes(planes: np.ndarray) -> np.ndarray:
+    """uint8[R, 17, N, N] of 0/1 -> uint8[R, packed_width(N)] (np.packbits, big-endian bits)."""
+    return np.packbits(planes.reshape(planes.shape[0], int(np.prod(planes.shape[1:]))), axis=1)
+
+
+def unpack_planes(packed: np.ndarray, board_size: int) -> np.ndarray:
+    """uint8[R, packed_width(N)] -> uint8[R, 17, N, N], vectorised over all rows."""
+    n_bits = PLANES * board_size * board_size
+    bits = np.unpackbits(packed, axis=1, count=n_bits)
+    return bits.reshape(packed.shape[0], PLANES, board_size, board_size)
+
+
+def _check_records(records: ShardRecords, where: str) -> None:
+    """Shapes, dtypes and value domains; one ShardError line for the first problem."""
+    planes = records.planes
+    if not isinstance(planes, np.ndarray) or planes.ndim != 4 or planes.shape[1] != PLANES:
+        raise ShardError(f"{where}: planes must be uint8[R, {PLANES}, N, N]")
+    r, n = planes.shape[0], planes.shape[2]
+    if planes.shape[3] != n or planes.dtype != np.uint8:
+        raise ShardError(
+            f"{where}: planes must be uint8[R, {PLANES}, N, N], got "
+            f"{planes.dtype}{list(planes.shape)}"
+        )
+    for name, dtype in _COLUMN_DTYPES.items():
+        col = getattr(records, name)
+        shape = (r, n * n + 1) if name == "pi" else (r,)
+        if not isinstance(col, np.ndarray) or col.shape != shape:
+            got = col.shape if isinstance(col, np.ndarray) else type(col).__name__
+            raise ShardError(f"{where}: column {name} must have shape {shape}, got {got}")
+        if col.dtype.type is not dtype:
+            want = "str" if dtype is np.str_ else np.dtype(dtype).name
+            raise ShardError(f"{where}: column {name} must be {want}, got {col.dtype}")
+    _check_values(planes, records, where)
+
+
+def _check_values(planes: np.ndarray, cols: _Columns, where: str) -> None:
+    def bad(what: str) -> ShardError:
+        return ShardError(f"{where}: {what}")
+
+    if planes.size and planes.max() > 1:
+        raise bad("planes must hold only 0 and 1")
+    if not np.isin(cols.to_play, (-1, 1)).all():
+        raise bad("to_play must be +1 (black) or -1 (white)")
+    # Plane 16 is all ones iff black is to move (paper, Methods).
+    colour = planes[:, PLANES - 1].reshape(len(cols), planes.shape[2] * planes.shape[3])
+    black = cols.to_play == 1
+    if not (colour[black] == 1).all() or not (colour[~black] == 0).all():
+        raise bad("colour plane 16 disagrees with to_play (all ones iff black to move)")
+    if not np.isin(cols.z, (-1.0, 0.0, 1.0)).all():
+        raise bad("z must be +1, -1 or 0 (game result from the side to move)")
+    pi = cols.pi
+    if not np.isfinite(pi).all() or (pi < 0).any():
+        raise bad("pi must be finite and non-negative")
+    if len(cols) and np.abs(pi.sum(axis=1, dtype=np.float64) - 1.0).max() > 1e-3:
+        raise bad("every pi row must sum to 1")
+    if (cols.move_number < 0).any() or (cols.iteration < 0).any():
+        raise bad("move_number and iteration must be >= 0")
+
+
+def write_shard(
+    path: str | os.PathLike[str], records: ShardRecords, metadata: dict[str, Any] | None = None
+) -> Path:
+    """Write ``records`` (checked first) to ``path`` atomically: a temporary file in the same
+    folder, fsync, then ``os.replace``. ``metadata`` (JSON-serialisable) goes into the footer.
+    Returns the path. Raises ShardError for malformed records; leaves no temporary file behind.
+    """
+    path = Path(path)
+    _check_records(records, str(path))
+    try:
+        schema = shard_schema(records.planes.shape[2], metadata)
+    except TypeError as e:
+        raise ShardError(f"{path}: metadata is not JSON-serialisable ({e})") from None
+    table = pa.Table.from_arrays(_to_arrow(records, schema), schema=schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            pq.write_table(
+                table,
+                f,
+                row_group_size=_ROW_GROUP_ROWS,
+                compression="zstd",
+                use_dictionary=["game_id", "model_id"],
+                write_page_checksum=True,
+            )
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _to_arrow(records: ShardRecords, schema: pa.Schema) -> list[pa.Array]:
+    packed = pack_planes(records.planes)
+    width = packed.shape[1]
+    planes = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(width), len(records), [None, pa.py_buffer(np.ascontiguousarray(packed))]
+    )
+    pi = pa.FixedSizeListArray.from_arrays(
+        pa.array(np.ascontiguousarray(records.pi).reshape(-1)), type=schema.field("pi").type
+    )
+    rest = [
+        pa.array(getattr(records, name), type=schema.field(name).type) for name in schema.names[2:]
+    ]
+    return [planes, pi, *rest]
+
+
+def _open(path: Path, verify_pages: bool = False) -> tuple[pq.ParquetFile, ShardInfo]:
+    """Open a shard and check its footer: tabula schema, version, board size, column types."""
+    if not path.is_file():
+        raise ShardError(f"{path}: shard file not found")
+    try:
+        pf = pq.ParquetFile(path, page_checksum_verification=verify_pages)
+    except (pa.ArrowException, OSError) as e:
+        raise ShardError(
+            f"{path}: not a readable Parquet file, truncated or corrupt ({_first_line(e)})"
+        ) from None
+    meta = pf.schema_arrow.metadata or {}
+    if _KEY_VERSION not in meta:
+        raise ShardError(f"{path}: not a tabula shard (no {_KEY_VERSION.decode()} in the schema)")
+    try:
+        version, size = int(meta[_KEY_VERSION]), int(meta.get(_KEY_SIZE, b""))
+        user = json.loads(meta.get(_KEY_META, b"{}"))
+    except ValueError as e:
+        raise ShardError(f"{path}: unreadable tabula schema metadata ({_first_line(e)})") from None
+    if version != SCHEMA_VERSION:
+        raise ShardError(
+            f"{path}: shard schema_version {version}, this code reads {SCHEMA_VERSION}"
+        )
+    expected = shard_schema(size)
+    if not pf.schema_arrow.remove_metadata().equals(expected.remove_metadata()):
+        raise ShardError(
+            f"{path}: columns do not match the {size}x{size} shard schema v"
+            f"{SCHEMA_VERSION} (got {', '.join(pf.schema_arrow.names)})"
+        )
+    md = pf.metadata
+    info = ShardInfo(path, version, size, md.num_rows, md.num_row_groups, user)
+    return pf, info
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _check_board_size(info: ShardInfo, expect_board_size: int | None) -> None:
+    if expect_board_size is not None and info.board_size != expect_board_size:
+        raise ShardError(
+            f"{info.path}: shard is for a {info.board_size}x{info.board_size} board, "
+            f"expected {expect_board_size}x{expect_board_size}"
+        )
+
+
+def read_shard_info(path: str | os.PathLike[str]) -> ShardInfo:
+    """The footer of a shard (schema checked), without reading rows."""
+    return _open(Path(path))[1]
+
+
+def read_shard_packed(
+    path: str | os.PathLike[str], expect_board_size: int | None = None
+) -> PackedShard:
+    """All rows of a shard with planes left packed; raises ShardError naming the file for a
+    missing, truncated, corrupt or foreign file, another schema version or board size."""
+    path = Path(path)
+    pf, info = _open(path)
+    _check_board_size(info, expect_board_size)
+    try:
+        table = pf.read()
+    except (pa.ArrowException, OSError) as e:
+        raise ShardError(f"{path}: corrupt shard data ({_first_line(e)})") from None
+    return _from_table(table, info)
+
+
+def read_shard(path: str | os.PathLike[str], expect_board_size: int | None = None) -> ShardRecords:
+    """All rows of a shard with planes unpacked; errors as ``read_shard_packed``."""
+    return read_shard_packed(path, expect_board_size).to_records()
+
+
+def _from_table(table: pa.Table, info: ShardInfo) -> PackedShard:
+    if any(col.null_count for col in table.columns):
+        raise ShardError(f"{info.path}: shard has null values")
+    n = info.board_size
+    planes = table.column("planes").combine_chunks()
+    width = packed_width(n)
+    packed = np.frombuffer(
+        planes.buffers()[1],
+        dtype=np.uint8,
+        count=len(planes) * width,
+        offset=planes.offset * width,
+    ).reshape(len(planes), width)
+    pi = table.column("pi").combine_chunks().flatten().to_numpy().reshape(-1, n * n + 1)
+    cols: dict[str, np.ndarray] = {}
+    for name in table.schema.names[2:]:
+        arr = table.column(name).to_numpy()
+        cols[name] = arr.astype(np.str_) if _COLUMN_DTYPES[name] is np.str_ else arr
+    return PackedShard(pi=pi, packed_planes=packed, **cols)
+
+
+def validate_shard(path: str | os.PathLike[str], expect_board_size: int | None = None) -> ShardInfo:
+    """Full check of a shard: footer, page checksums and value domains of every row group
+    (z, to_play, pi a distribution, colour plane vs to_play). Returns its ShardInfo or raises
+    ShardError with one line naming the file and the first problem."""
+    path = Path(path)
+    pf, info = _open(path, verify_pages=True)
+    _check_board_size(info, expect_board_size)
+    rows = 0
+    for g in range(info.num_row_groups):
+        try:
+            table = pf.read_row_group(g)
+        except (pa.ArrowException, OSError) as e:
+            raise ShardError(f"{path}: corrupt row group {g} ({_first_line(e)})") from None
+        shard = _from_table(table, info)
+        _check_values(shard.unpack_planes(), shard, f"{path} row group {g}")
+        rows += len(shard)
+    if rows != info.num_rows:
+        raise ShardError(f"{path}: footer says {info.num_rows} rows, row groups hold {rows}")
+    return info

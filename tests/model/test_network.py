@@ -1,0 +1,122 @@
+"""The dual-head ResNet: shapes, ranges, seeded initialisation, BN folding, weight hashes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from model.network import (
+    PolicyValueNet,
+    count_parameters,
+    fold_batch_norm,
+    make_network,
+    weights_sha256,
+)
+
+
+def _randomise_bn(net: PolicyValueNet, seed: int) -> None:
+    """Non-trivial BN statistics and affine terms, so folding is really exercised."""
+    g = torch.Generator().manual_seed(seed)
+    for m in net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.copy_(torch.randn(m.num_features, generator=g))
+            m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+            m.weight.data.copy_(torch.randn(m.num_features, generator=g))
+            m.bias.data.copy_(torch.randn(m.num_features, generator=g))
+
+
+@pytest.mark.parametrize(
+    ("n", "blocks", "filters"), [(5, 0, 4), (9, 2, 16), (13, 1, 8), (19, 1, 8)]
+)
+def test_output_shapes_and_ranges(n: int, blocks: int, filters: int) -> None:
+    net = make_network(n, blocks, filters, seed=1, value_hidden=32).eval()
+    x = (torch.rand(3, 17, n, n) < 0.5).float()
+    logits, value = net(x)
+    assert logits.shape == (3, n * n + 1)
+    assert value.shape == (3,)
+    assert (value.abs() <= 1).all()
+    p = torch.softmax(logits, dim=1)
+    torch.testing.assert_close(p.sum(dim=1), torch.ones(3))
+
+
+def test_value_saturates_inside_minus_one_one() -> None:
+    net = make_network(5, 1, 4, seed=0, value_hidden=8).eval()
+    with torch.no_grad():
+        net.value_fc2.bias.fill_(1e4)
+        assert net(torch.ones(2, 17, 5, 5))[1].max() <= 1.0
+        net.value_fc2.bias.fill_(-1e4)
+        assert net(torch.ones(2, 17, 5, 5))[1].min() >= -1.0
+
+
+def test_architecture_follows_the_paper() -> None:
+    net = PolicyValueNet(9, blocks=3, filters=16, value_hidden=256)
+    convs = [m for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert len(convs) == 1 + 2 * 3 + 2  # stem, two per residual block, the two heads
+    assert all(c.bias is None for c in convs)  # every conv is followed by BN
+    assert net.policy_conv[0].out_channels == 2 and net.value_conv[0].out_channels == 1
+    assert net.policy_fc.out_features == 82 and net.value_fc1.out_features == 256
+    assert net.shape_config() == {"board_size": 9, "blocks": 3, "filters": 16, "value_hidden": 256}
+    assert count_parameters(net) > 0
+
+
+def test_channels_last_gives_the_same_outputs() -> None:
+    net = make_network(9, 2, 8, seed=3).eval()
+    x = (torch.rand(4, 17, 9, 9) < 0.5).float()
+    ref = net(x)
+    cl = net.to(memory_format=torch.channels_last)
+    out = cl(x.contiguous(memory_format=torch.channels_last))
+    torch.testing.assert_close(out[0], ref[0])
+    torch.testing.assert_close(out[1], ref[1])
+
+
+def test_bad_shape_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="board_size"):
+        PolicyValueNet(4, 1, 8)
+    with pytest.raises(ValueError, match="filters"):
+        PolicyValueNet(9, 1, 0)
+
+
+def test_make_network_is_seeded_and_leaves_global_rng_alone() -> None:
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    a = make_network(9, 2, 8, seed=7)
+    assert torch.equal(torch.rand(1), before)  # the global stream did not move
+    b = make_network(9, 2, 8, seed=7)
+    c = make_network(9, 2, 8, seed=8)
+    assert weights_sha256(a) == weights_sha256(b)
+    assert weights_sha256(a) != weights_sha256(c)
+
+
+def test_weights_hash_sees_every_bit_and_buffer() -> None:
+    net = make_network(5, 1, 4, seed=0)
+    h = weights_sha256(net)
+    assert h == weights_sha256(net.state_dict())
+    assert len(h) == 64
+    with torch.no_grad():
+        net.tower[0].conv1.weight.view(-1)[0] += 1e-7  # one ulp-ish change
+    assert weights_sha256(net) != h
+    net2 = make_network(5, 1, 4, seed=0)
+    net2.stem[1].running_mean += 1.0  # buffers count too
+    assert weights_sha256(net2) != h
+    bf = {
+        k: v.to(torch.bfloat16)
+        for k, v in make_network(5, 1, 4, seed=0).state_dict().items()
+        if v.is_floating_point()
+    }
+    assert len(weights_sha256(bf)) == 64  # dtypes numpy lacks hash as well
+
+
+def test_fold_batch_norm_computes_the_same_function() -> None:
+    net = make_network(9, 3, 16, seed=5)
+    _randomise_bn(net, seed=6)
+    net.train()  # the copy must be in eval mode whatever the original was
+    folded = fold_batch_norm(net)
+    assert net.training  # original untouched
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    net.eval()
+    x = (torch.rand(8, 17, 9, 9) < 0.4).float()
+    with torch.no_grad():
+        ref, got = net(x), folded(x)
+    torch.testing.assert_close(got[0], ref[0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got[1], ref[1], rtol=1e-4, atol=1e-4)
