@@ -243,7 +243,8 @@ def reproduce(
 
     cfg = _config(config, set_)
     result = reproduce_flow(target, str(_project()), cfg.pipeline.name,
-                            cfg.pipeline.mlflow_tracking_uri, cfg.pipeline.data_dir)
+                            cfg.pipeline.mlflow_tracking_uri, cfg.pipeline.dvc_remote,
+                            cfg.pipeline.data_dir)
     typer.echo(f"run {result.run} iteration {result.iteration}")
     typer.echo(f"recorded sha256 {result.recorded_sha256}")
     typer.echo(f"rebuilt  sha256 {result.rebuilt_sha256}")

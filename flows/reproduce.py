@@ -23,6 +23,7 @@ from tabula.config import parse_config
 from tasks import stages
 from tasks.layout import RunLayout, read_json
 from tasks.reproduce import check_inputs, locate, restore_lineage
+from tasks.versioning import ensure_repo
 
 
 @dataclass
@@ -41,9 +42,11 @@ class Reproduction:
 
 
 @flow(name="tabula-reproduce", flow_run_name="reproduce-{target}")
-def reproduce(target: str, project: str, run: str, tracking_uri: str,
+def reproduce(target: str, project: str, run: str, tracking_uri: str, dvc_remote: str,
               data_dir: str = "data") -> Reproduction:
+    """Rebuild ``target``'s checkpoint in ``project`` (a clone is enough: see the module)."""
     project_path = Path(project).resolve()
+    ensure_repo(project_path, dvc_remote)
     run, i, recorded = locate(target, project_path, run, data_dir, tracking_uri)
     layout = RunLayout(project_path, data_dir, run)
     restore_lineage(layout, i)
@@ -57,7 +60,11 @@ def reproduce(target: str, project: str, run: str, tracking_uri: str,
     seed = int(train_record.get("seed") or stages.derive_seed(cfg.pipeline.seed, i, 1))
     with tempfile.TemporaryDirectory(prefix="tabula-reproduce-") as scratch:
         scratch_layout = _Scratch(layout, Path(scratch))
-        rebuilt = stages.train.fn(cfg, scratch_layout, i, window, str(init), seed, None, None)
+        try:
+            rebuilt = stages.train.fn(cfg, scratch_layout, i, window, str(init), seed, None, None)
+        except ValueError as refused:  # a corrupt shard is named and never trained on
+            differences.append(f"training refused its inputs: {refused}")
+            return Reproduction(run, i, recorded, "", differences)
     if rebuilt.get("global_step") != train_record.get("global_step"):
         differences.append(f"global step {rebuilt.get('global_step')} != recorded "
                            f"{train_record.get('global_step')}")

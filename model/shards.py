@@ -24,6 +24,7 @@ temporary name in the target folder and renamed, so a reader never sees half a f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -254,11 +255,45 @@ def write_shard(
             )
             f.flush()
             os.fsync(f.fileno())
+        digest = _file_sha256(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _write_checksum(path, digest)
     return path
+
+
+def checksum_path(path: Path) -> Path:
+    """The sidecar holding a shard's sha256: Parquet checks its data pages but not its footer,
+    so a flipped footer byte (a statistic, a length) would otherwise read back silently."""
+    return path.with_name(path.name + ".sha256")
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_checksum(path: Path, digest: str) -> None:
+    side = checksum_path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{side.name}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{digest}  {path.name}\n")
+    os.replace(tmp, side)
+
+
+def _verify_checksum(path: Path) -> None:
+    side = checksum_path(path)
+    if not side.exists():
+        return  # written by hand or before checksums: Parquet's own checks still apply
+    recorded = side.read_text().split()[0] if side.read_text().strip() else ""
+    if recorded != _file_sha256(path):
+        raise ShardError(f"{path}: content differs from its recorded sha256 ({side.name}): "
+                         "the file is corrupt")
 
 
 def _to_arrow(records: ShardRecords, schema: pa.Schema) -> list[pa.Array]:
@@ -282,11 +317,12 @@ def _open(path: Path, verify_pages: bool = False) -> tuple[pq.ParquetFile, Shard
         raise ShardError(f"{path}: shard file not found")
     try:
         pf = pq.ParquetFile(path, page_checksum_verification=verify_pages)
-    except (pa.ArrowException, OSError) as e:
+        schema = pf.schema_arrow  # decodes the footer: a flipped byte there fails here
+    except (pa.ArrowException, OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
         raise ShardError(
             f"{path}: not a readable Parquet file, truncated or corrupt ({_first_line(e)})"
         ) from None
-    meta = pf.schema_arrow.metadata or {}
+    meta = schema.metadata or {}
     if _KEY_VERSION not in meta:
         raise ShardError(f"{path}: not a tabula shard (no {_KEY_VERSION.decode()} in the schema)")
     try:
@@ -299,10 +335,10 @@ def _open(path: Path, verify_pages: bool = False) -> tuple[pq.ParquetFile, Shard
             f"{path}: shard schema_version {version}, this code reads {SCHEMA_VERSION}"
         )
     expected = shard_schema(size)
-    if not pf.schema_arrow.remove_metadata().equals(expected.remove_metadata()):
+    if not schema.remove_metadata().equals(expected.remove_metadata()):
         raise ShardError(
             f"{path}: columns do not match the {size}x{size} shard schema v"
-            f"{SCHEMA_VERSION} (got {', '.join(pf.schema_arrow.names)})"
+            f"{SCHEMA_VERSION} (got {', '.join(schema.names)})"
         )
     md = pf.metadata
     info = ShardInfo(path, version, size, md.num_rows, md.num_row_groups, user)
@@ -337,7 +373,7 @@ def read_shard_packed(
     _check_board_size(info, expect_board_size)
     try:
         table = pf.read()
-    except (pa.ArrowException, OSError) as e:
+    except (pa.ArrowException, OSError, ValueError) as e:
         raise ShardError(f"{path}: corrupt shard data ({_first_line(e)})") from None
     return _from_table(table, info)
 
@@ -374,6 +410,7 @@ def validate_shard(path: str | os.PathLike[str], expect_board_size: int | None =
     path = Path(path)
     pf, info = _open(path, verify_pages=True)
     _check_board_size(info, expect_board_size)
+    _verify_checksum(path)
     rows = 0
     for g in range(info.num_row_groups):
         try:

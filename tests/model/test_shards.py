@@ -92,7 +92,7 @@ def test_atomic_write_leaves_only_the_shard(tmp_path: Path, records: ShardRecord
     path = tmp_path / "out" / "a.parquet"
     write_shard(path, records)
     write_shard(path, records)  # overwrite in place
-    assert [p.name for p in path.parent.iterdir()] == ["a.parquet"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["a.parquet", "a.parquet.sha256"]
 
 
 def test_failed_write_leaves_nothing(
@@ -183,3 +183,19 @@ def test_validate_catches_corrupt_pages_and_bad_values(
     pq.write_table(table.set_column(2, table.schema.field("z"), z), odd)
     read_shard(odd)  # structure is fine
     assert "z must be" in refusal(validate_shard, odd)
+
+
+@pytest.mark.parametrize("where", [0.5, 0.9, -40, -12])
+def test_any_flipped_byte_is_refused_with_the_file_name(
+    tmp_path: Path, records: ShardRecords, where: float | int
+) -> None:
+    """Bit rot anywhere (data pages or the footer) is a ShardError naming the file."""
+    from model.shards import ShardError, validate_shard
+
+    path = write_shard(tmp_path / "flip.parquet", records, {})
+    data = bytearray(path.read_bytes())
+    at = int(len(data) * where) if isinstance(where, float) else len(data) + where
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ShardError, match="flip.parquet"):
+        validate_shard(path)
