@@ -82,6 +82,34 @@ def gtp(
 
 @app.command()
 @expected_errors
+def selfplay(
+    out: Annotated[Path, typer.Option(help="Folder for the shards and sample SGFs.")],
+    model: Annotated[str, typer.Option(help="'random' or a checkpoint path.")] = "random",
+    games: Annotated[int | None, typer.Option(help="Games (default: selfplay.games).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the games.")] = 0,
+    iteration: Annotated[int, typer.Option(help="Iteration number stored in the shards.")] = 0,
+    worker: Annotated[int, typer.Option(help="Worker number stored in the shards.")] = 0,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Play self-play games with one network and write Parquet shards (progress bar)."""
+    from tasks.report import selfplay_progress
+    from tasks.selfplay import run_worker
+
+    cfg = _config(config, set_)
+    total = games or cfg.selfplay.games
+    with selfplay_progress(total) as progress:
+        result = run_worker(cfg, model, out, games=total, seed=seed, iteration=iteration,
+                            worker=worker, progress=progress)
+    typer.echo(
+        f"wrote {len(result.shards)} shard(s), {result.positions} positions from {result.games} "
+        f"games to {out} ({result.positions_per_s:.0f} positions/s, "
+        f"{result.simulations_per_s:.0f} simulations/s)"
+    )
+
+
+@app.command()
+@expected_errors
 def train(
     data: Annotated[list[Path], typer.Option("--data", help="Shard files or folders (repeatable).")],
     out: Annotated[Path, typer.Option(help="Exported model file to write (model.pt).")],

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from tabula.config import Config
@@ -104,3 +113,22 @@ def elo_table(rows: list[dict[str, Any]]) -> None:
                       f"[{row['low']:.0f}, {row['high']:.0f}]", str(row["games"]),
                       f"{row['wins']:g}")
     Console().print(table)
+
+
+@contextmanager
+def selfplay_progress(total: int) -> Iterator[Callable[[Any], None]]:
+    """A rich progress bar for a self-play worker: games, positions/s, simulations/s."""
+    columns = [
+        TextColumn("self-play"), BarColumn(), MofNCompleteColumn(), TextColumn("games"),
+        TextColumn("{task.fields[pps]:>6.0f} positions/s"),
+        TextColumn("{task.fields[sps]:>7.0f} simulations/s"), TimeElapsedColumn(),
+    ]
+    with Progress(*columns, transient=False) as bar:
+        task = bar.add_task("selfplay", total=total, pps=0.0, sps=0.0)
+
+        def update(p: Any) -> None:
+            seconds = max(p.seconds, 1e-9)
+            bar.update(task, completed=p.games, pps=p.positions / seconds,
+                       sps=p.simulations / seconds)
+
+        yield update
