@@ -76,7 +76,8 @@ def gtp(
 
     cfg = _config(config, set_)
     spec = player or model
-    gtp_player = make_player(spec, cfg, simulations=simulations, seed=seed)
+    gtp_player = make_player(spec, cfg, simulations=simulations, seed=seed,
+                             resolver=_model_resolver(cfg))
     serve(gtp_player, sys.stdin, sys.stdout, size=cfg.rules.board_size, komi=cfg.rules.komi)
 
 
@@ -220,6 +221,20 @@ def elo(
 
 def _project() -> Path:
     return Path.cwd()
+
+
+def _model_resolver(cfg: Any) -> Callable[[str], Path]:
+    """models:/NAME@ALIAS → a local checkpoint, downloaded from the run's MLflow store."""
+
+    def resolve(uri: str) -> Path:
+        import tempfile
+
+        from tasks.tracking import resolve_model
+
+        dst = Path(tempfile.mkdtemp(prefix="tabula-model-"))
+        return resolve_model(uri, cfg.pipeline.mlflow_tracking_uri, _project(), dst)[0]
+
+    return resolve
 
 
 @app.command()

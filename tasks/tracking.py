@@ -189,6 +189,7 @@ def resolve_model(uri: str, tracking_uri: str, project: Path | None, dst: Path) 
     Returns the local checkpoint file and the model version's tags (the lineage).
     """
     client = connect(tracking_uri, project)
+    resolved = resolve_uri(tracking_uri, project)
     rest = uri.removeprefix("models:/")
     if "@" in rest:
         name, alias = rest.split("@", 1)
@@ -202,7 +203,7 @@ def resolve_model(uri: str, tracking_uri: str, project: Path | None, dst: Path) 
 
     os.makedirs(dst, exist_ok=True)
     local = mlflow.artifacts.download_artifacts(
-        artifact_uri=version.source, dst_path=str(dst), tracking_uri=client._tracking_client.tracking_uri
+        artifact_uri=version.source, dst_path=str(dst), tracking_uri=resolved
     )
     files = sorted(Path(local).rglob("*.pt")) if Path(local).is_dir() else [Path(local)]
     if not files:
