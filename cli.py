@@ -27,7 +27,8 @@ ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="YAML config (default: embedded quick-start).")
 ]
 SetOpt = Annotated[
-    list[str] | None, typer.Option("--set", help="Override a field: section.key=value (repeatable).")
+    list[str] | None,
+    typer.Option("--set", help="Override a field: section.key=value (repeatable)."),
 ]
 
 
@@ -64,20 +65,23 @@ def gtp(
     model: Annotated[
         str, typer.Option(help="'random', a checkpoint path or models:/NAME@ALIAS.")
     ] = "random",
-    player: Annotated[str | None, typer.Option(help="Alias of --model (e.g. --player random).")] = None,
+    player: Annotated[
+        str | None, typer.Option(help="Alias of --model (e.g. --player random).")
+    ] = None,
     simulations: Annotated[int | None, typer.Option(help="MCTS simulations per move.")] = None,
     seed: Annotated[int, typer.Option(help="Seed for the player's randomness.")] = 0,
     config: ConfigOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Speak GTP version 2 on stdin/stdout (for GoGui, Sabaki, GnuGo matches)."""
-    from tasks.players import make_player
     from tabula.gtp import serve
+    from tasks.players import make_player
 
     cfg = _config(config, set_)
     spec = player or model
-    gtp_player = make_player(spec, cfg, simulations=simulations, seed=seed,
-                             resolver=_model_resolver(cfg))
+    gtp_player = make_player(
+        spec, cfg, simulations=simulations, seed=seed, resolver=_model_resolver(cfg)
+    )
     serve(gtp_player, sys.stdin, sys.stdout, size=cfg.rules.board_size, komi=cfg.rules.komi)
 
 
@@ -100,8 +104,16 @@ def selfplay(
     cfg = _config(config, set_)
     total = games or cfg.selfplay.games
     with selfplay_progress(total) as progress:
-        result = run_worker(cfg, model, out, games=total, seed=seed, iteration=iteration,
-                            worker=worker, progress=progress)
+        result = run_worker(
+            cfg,
+            model,
+            out,
+            games=total,
+            seed=seed,
+            iteration=iteration,
+            worker=worker,
+            progress=progress,
+        )
     typer.echo(
         f"wrote {len(result.shards)} shard(s), {result.positions} positions from {result.games} "
         f"games to {out} ({result.positions_per_s:.0f} positions/s, "
@@ -112,7 +124,9 @@ def selfplay(
 @app.command()
 @expected_errors
 def train(
-    data: Annotated[list[Path], typer.Option("--data", help="Shard files or folders (repeatable).")],
+    data: Annotated[
+        list[Path], typer.Option("--data", help="Shard files or folders (repeatable).")
+    ],
     out: Annotated[Path, typer.Option(help="Exported model file to write (model.pt).")],
     init: Annotated[
         Path | None, typer.Option(help="Lightning .ckpt to resume, or an exported model.")
@@ -145,8 +159,13 @@ def init_model(
     from model.network import make_network, save_checkpoint
 
     cfg = _config(config, set_)
-    net = make_network(cfg.rules.board_size, cfg.network.blocks, cfg.network.filters, seed=seed,
-                       value_hidden=cfg.network.value_hidden)
+    net = make_network(
+        cfg.rules.board_size,
+        cfg.network.blocks,
+        cfg.network.filters,
+        seed=seed,
+        value_hidden=cfg.network.value_hidden,
+    )
     save_checkpoint(out, net, {"model_id": out.stem, "seed": seed, "global_step": 0})
     typer.echo(f"wrote {out}")
 
@@ -241,7 +260,9 @@ def _model_resolver(cfg: Any) -> Callable[[str], Path]:
 @expected_errors
 def run(
     config: ConfigOpt = None,
-    iterations: Annotated[int | None, typer.Option(help="Iterations to reach (default: config).")] = None,
+    iterations: Annotated[
+        int | None, typer.Option(help="Iterations to reach (default: config).")
+    ] = None,
     name: Annotated[str | None, typer.Option(help="Run name (default: pipeline.name).")] = None,
     dask_address: Annotated[
         str | None, typer.Option(help="Fan self-play out to this Dask scheduler (tcp://host:8786).")
@@ -276,7 +297,10 @@ def status(
 @expected_errors
 def reproduce(
     target: Annotated[
-        str, typer.Argument(help="ITERATION, RUN/ITERATION, models:/NAME@ALIAS or models:/NAME/VERSION.")
+        str,
+        typer.Argument(
+            help="ITERATION, RUN/ITERATION, models:/NAME@ALIAS or models:/NAME/VERSION."
+        ),
     ],
     config: ConfigOpt = None,
     set_: SetOpt = None,
@@ -285,9 +309,14 @@ def reproduce(
     from flows.reproduce import reproduce as reproduce_flow
 
     cfg = _config(config, set_)
-    result = reproduce_flow(target, str(_project()), cfg.pipeline.name,
-                            cfg.pipeline.mlflow_tracking_uri, cfg.pipeline.dvc_remote,
-                            cfg.pipeline.data_dir)
+    result = reproduce_flow(
+        target,
+        str(_project()),
+        cfg.pipeline.name,
+        cfg.pipeline.mlflow_tracking_uri,
+        cfg.pipeline.dvc_remote,
+        cfg.pipeline.data_dir,
+    )
     typer.echo(f"run {result.run} iteration {result.iteration}")
     typer.echo(f"recorded sha256 {result.recorded_sha256}")
     typer.echo(f"rebuilt  sha256 {result.rebuilt_sha256}")
@@ -309,8 +338,14 @@ def ui(
     from tasks.ui import serve_ui
 
     cfg = _config(config, set_)
-    raise typer.Exit(serve_ui(cfg.pipeline.mlflow_tracking_uri, port=port,
-                              artifact_root=cfg.pipeline.mlflow_artifact_root, project=_project()))
+    raise typer.Exit(
+        serve_ui(
+            cfg.pipeline.mlflow_tracking_uri,
+            port=port,
+            artifact_root=cfg.pipeline.mlflow_artifact_root,
+            project=_project(),
+        )
+    )
 
 
 def main() -> None:

@@ -41,8 +41,12 @@ def plan_iteration(cfg: Config, layout: RunLayout, i: int) -> IterationPlan:
         games += cfg.selfplay.games
     seed = cfg.pipeline.seed
     plan = IterationPlan(
-        iteration=i, best=int(champion["iteration"]), parent=i - 1, window=tuple(window),
-        selfplay_seed=stages.derive_seed(seed, i, 0), train_seed=stages.derive_seed(seed, i, 1),
+        iteration=i,
+        best=int(champion["iteration"]),
+        parent=i - 1,
+        window=tuple(window),
+        selfplay_seed=stages.derive_seed(seed, i, 0),
+        train_seed=stages.derive_seed(seed, i, 1),
         gate_seed=stages.derive_seed(seed, i, 2),
     )
     mark_done(layout, i, "plan", asdict(plan))
@@ -53,22 +57,29 @@ def _worker_games(total: int, workers: int) -> list[int]:
     return [total // workers + (1 if w < total % workers else 0) for w in range(workers)]
 
 
-def run_selfplay(cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str],
-                 v_resign: float | None) -> dict[str, Any]:
+def run_selfplay(
+    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], v_resign: float | None
+) -> dict[str, Any]:
     i = plan.iteration
     if v_resign is not None and cfg.selfplay.v_resign is not None:
-        cfg = cfg.model_copy(update={"selfplay": cfg.selfplay.model_copy(
-            update={"v_resign": v_resign})})
+        cfg = cfg.model_copy(
+            update={"selfplay": cfg.selfplay.model_copy(update={"v_resign": v_resign})}
+        )
     best = str(layout.model(plan.best))
     futures = [
-        stages.selfplay_worker.submit(cfg, layout, i, w, best, games,
-                                      stages.derive_seed(plan.selfplay_seed, w))
+        stages.selfplay_worker.submit(
+            cfg, layout, i, w, best, games, stages.derive_seed(plan.selfplay_seed, w)
+        )
         for w, games in enumerate(_worker_games(cfg.selfplay.games, cfg.selfplay.workers))
     ]
     workers = [f.result() for f in futures]
     hashes = stages.dvc_commit(layout, i, "selfplay")
-    result = {**selfplay_metrics(workers, cfg.selfplay.resign_false_positive_target), "v_resign_used": cfg.selfplay.v_resign,
-              "hashes": hashes, "seconds": max(w["seconds"] for w in workers)}
+    result = {
+        **selfplay_metrics(workers, cfg.selfplay.resign_false_positive_target),
+        "v_resign_used": cfg.selfplay.v_resign,
+        "hashes": hashes,
+        "seconds": max(w["seconds"] for w in workers),
+    }
     record.log_metrics(cfg, layout, runs, _metrics(result, "selfplay/"), step=i)
     record.log_datasets(cfg, layout, runs[0], hashes, context="selfplay")
     mark_done(layout, i, "selfplay", result)
@@ -79,8 +90,16 @@ def run_train(cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[st
     i = plan.iteration
     parent = layout.trainer_ckpt(plan.parent)
     init = parent if plan.parent > 0 and parent.exists() else layout.model(plan.parent)
-    trained = stages.train(cfg, layout, i, list(plan.window), str(init), plan.train_seed,
-                           runs[0], record.tracking_uri(cfg, layout))
+    trained = stages.train(
+        cfg,
+        layout,
+        i,
+        list(plan.window),
+        str(init),
+        plan.train_seed,
+        runs[0],
+        record.tracking_uri(cfg, layout),
+    )
     hashes = stages.dvc_commit(layout, i, "train")
     window = {w: _dir_hash(layout, w) for w in plan.window}
     record.log_datasets(cfg, layout, runs[0], window, context="training")
@@ -96,45 +115,77 @@ def run_evaluate(cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list
     anchors = ["random"] + ([f"gtp:{cfg.evaluation.gnugo}"] if cfg.evaluation.gnugo else [])
     matches = {
         a: stages.anchor_match(cfg, layout, i, a, stages.derive_seed(plan.gate_seed, k + 1))
-        for k, a in enumerate(anchors) if cfg.evaluation.anchor_games > 0
+        for k, a in enumerate(anchors)
+        if cfg.evaluation.anchor_games > 0
     }
     table = stages.ratings(layout, i)
     hashes = stages.dvc_commit(layout, i, "evaluate")
     me = next((r for r in table if r["player"] == f"{layout.run}/iter-{i:04d}"), None)
-    result = {"gate": decision, "anchors": matches, "ratings": table, "hashes": hashes,
-              "elo": me and {k: me[k] for k in ("elo", "low", "high")}}
+    result = {
+        "gate": decision,
+        "anchors": matches,
+        "ratings": table,
+        "hashes": hashes,
+        "elo": me and {k: me[k] for k in ("elo", "low", "high")},
+    }
     metrics = {"eval/win_rate": decision.get("win_rate"), "eval/gate_games": decision.get("games")}
     if me:
         metrics.update({"elo": me["elo"], "elo_low": me["low"], "elo_high": me["high"]})
     for name, match in matches.items():
         metrics[f"eval/score_vs_{name.split()[0].removeprefix('gtp:')}"] = match.get("score")
     record.log_metrics(cfg, layout, runs, metrics, step=i)
-    record.log_artifacts(cfg, layout, runs[0], {
-        str(layout.match(i)): "evaluation", str(layout.root / "elo.png"): "plots"})
+    record.log_artifacts(
+        cfg,
+        layout,
+        runs[0],
+        {str(layout.match(i)): "evaluation", str(layout.root / "elo.png"): "plots"},
+    )
     mark_done(layout, i, "evaluate", result)
     return result
 
 
-def run_promote(cfg: Config, layout: RunLayout, plan: IterationPlan, evaluation: dict,
-                train: dict, runs: list[str], tags: dict[str, str]) -> dict:
+def run_promote(
+    cfg: Config,
+    layout: RunLayout,
+    plan: IterationPlan,
+    evaluation: dict,
+    train: dict,
+    runs: list[str],
+    tags: dict[str, str],
+) -> dict:
     i = plan.iteration
     promoted = bool(evaluation["gate"].get("promoted"))
     lineage = {
         "tabula.parent_checkpoint": layout.rel(layout.model(plan.parent)),
         "tabula.window": ",".join(f"{p}@{h}" for p, h in train["window"].items()),
-        "tabula.seed": str(plan.train_seed), "tabula.global_step": str(train.get("global_step")),
+        "tabula.seed": str(plan.train_seed),
+        "tabula.global_step": str(train.get("global_step")),
         "tabula.dvc_model": next(iter(train["hashes"].values()), ""),
-        "tabula.run": layout.run, "tabula.iteration": str(i), **tags,
+        "tabula.run": layout.run,
+        "tabula.iteration": str(i),
+        **tags,
     }
-    version = record.register(cfg, layout, runs[0], i, train["weights_sha256"], lineage,
-                              champion=promoted)
+    version = record.register(
+        cfg, layout, runs[0], i, train["weights_sha256"], lineage, champion=promoted
+    )
     if promoted:
-        write_json(layout.champion, {"iteration": i, "model": layout.rel(layout.model(i)),
-                                     "version": version})
-    result = {"promoted": promoted, "version": version,
-              "champion": (read_json(layout.champion) or {"iteration": 0})["iteration"]}
-    record.log_metrics(cfg, layout, runs, {"promoted": float(promoted)}, step=i,
-                       tags={"tabula.champion_iteration": result["champion"]})
+        write_json(
+            layout.champion,
+            {"iteration": i, "model": layout.rel(layout.model(i)), "version": version},
+        )
+    result = {
+        "promoted": promoted,
+        "version": version,
+        "champion": (read_json(layout.champion) or {"iteration": 0})["iteration"],
+    }
+    record.log_metrics(
+        cfg,
+        layout,
+        runs,
+        {"promoted": float(promoted)},
+        step=i,
+        tags={"tabula.champion_iteration": result["champion"]},
+    )
     mark_done(layout, i, "promote", result)
     return result
 
@@ -146,13 +197,17 @@ def _dir_hash(layout: RunLayout, rel_dir: str) -> str:
 
 
 def _metrics(record_: dict[str, Any], prefix: str) -> dict[str, float]:
-    return {f"{prefix}{k}": float(v) for k, v in record_.items()
-            if isinstance(v, int | float) and not isinstance(v, bool) and v is not None}
+    return {
+        f"{prefix}{k}": float(v)
+        for k, v in record_.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and v is not None
+    }
 
 
 @flow(name="tabula-iteration", flow_run_name="{run}-iter-{i}")
-def iteration(config_yaml: str, project: str, run: str, i: int, parent_run_id: str,
-              tags: dict[str, str]) -> dict[str, Any]:
+def iteration(
+    config_yaml: str, project: str, run: str, i: int, parent_run_id: str, tags: dict[str, str]
+) -> dict[str, Any]:
     """Run (or resume) iteration ``i`` of ``run``; returns its summary row."""
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
@@ -163,11 +218,13 @@ def iteration(config_yaml: str, project: str, run: str, i: int, parent_run_id: s
     runs = [child, parent_run_id]
     previous = stage_done(layout, i - 1, "selfplay") or {}
     selfplay = stage_done(layout, i, "selfplay") or run_selfplay(
-        cfg, layout, plan, runs, previous.get("v_resign_next"))
+        cfg, layout, plan, runs, previous.get("v_resign_next")
+    )
     train = stage_done(layout, i, "train") or run_train(cfg, layout, plan, runs)
     evaluation = stage_done(layout, i, "evaluate") or run_evaluate(cfg, layout, plan, runs)
     promotion = stage_done(layout, i, "promote") or run_promote(
-        cfg, layout, plan, evaluation, train, runs, tags)
+        cfg, layout, plan, evaluation, train, runs, tags
+    )
     stages.record_lineage(layout, i, f"{run}: iteration {i} (code {tags.get('git_commit')})")
     row = iteration_artifact(layout, i, selfplay, train, evaluation, promotion)
     record.finish(cfg, layout, child)

@@ -36,14 +36,17 @@ def _task_runner(workers: int, dask_address: str | None):
 
 
 @flow(name="tabula-pipeline", flow_run_name="{run}")
-def pipeline(config_yaml: str, project: str, run: str, iterations: int,
-             dask_address: str | None = None) -> list[dict[str, Any]]:
+def pipeline(
+    config_yaml: str, project: str, run: str, iterations: int, dask_address: str | None = None
+) -> list[dict[str, Any]]:
     """Run iterations 1..``iterations`` of ``run`` (finished ones are found, not redone)."""
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
     ensure_repo(layout.project, cfg.pipeline.dvc_remote)
-    tags = {"git_commit": code_commit(SOURCE_DIR), "prefect.pipeline_flow_run_id":
-            str(flow_run.id or "")}
+    tags = {
+        "git_commit": code_commit(SOURCE_DIR),
+        "prefect.pipeline_flow_run_id": str(flow_run.id or ""),
+    }
     parent = record.open_pipeline_run(cfg, layout, tags)
     init_seed = stages.derive_seed(cfg.pipeline.seed, 0)
     write_init_stage(layout, init_seed)
@@ -77,8 +80,9 @@ def freeze_config(cfg: Config, layout: RunLayout) -> str:
     return frozen
 
 
-def run_pipeline(cfg: Config, project: Path, iterations: int | None = None,
-                 dask_address: str | None = None) -> list[dict[str, Any]]:
+def run_pipeline(
+    cfg: Config, project: Path, iterations: int | None = None, dask_address: str | None = None
+) -> list[dict[str, Any]]:
     """Lock the run, freeze its config and run the pipeline flow; returns the summary rows."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if cfg.pipeline.prefect_api_url:
@@ -87,5 +91,6 @@ def run_pipeline(cfg: Config, project: Path, iterations: int | None = None,
     with RunLock(layout):
         text = freeze_config(cfg, layout)
         n = iterations if iterations is not None else cfg.pipeline.iterations
-        return pipeline(text, str(layout.project), layout.run, n,
-                        dask_address or cfg.pipeline.dask_address)
+        return pipeline(
+            text, str(layout.project), layout.run, n, dask_address or cfg.pipeline.dask_address
+        )

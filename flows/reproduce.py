@@ -42,8 +42,9 @@ class Reproduction:
 
 
 @flow(name="tabula-reproduce", flow_run_name="reproduce-{target}")
-def reproduce(target: str, project: str, run: str, tracking_uri: str, dvc_remote: str,
-              data_dir: str = "data") -> Reproduction:
+def reproduce(
+    target: str, project: str, run: str, tracking_uri: str, dvc_remote: str, data_dir: str = "data"
+) -> Reproduction:
     """Rebuild ``target``'s checkpoint in ``project`` (a clone is enough: see the module)."""
     project_path = Path(project).resolve()
     ensure_repo(project_path, dvc_remote)
@@ -66,8 +67,10 @@ def reproduce(target: str, project: str, run: str, tracking_uri: str, dvc_remote
             differences.append(f"training refused its inputs: {refused}")
             return Reproduction(run, i, recorded, "", differences)
     if rebuilt.get("global_step") != train_record.get("global_step"):
-        differences.append(f"global step {rebuilt.get('global_step')} != recorded "
-                           f"{train_record.get('global_step')}")
+        differences.append(
+            f"global step {rebuilt.get('global_step')} != recorded "
+            f"{train_record.get('global_step')}"
+        )
     return Reproduction(run, i, recorded, rebuilt["weights_sha256"], differences)
 
 

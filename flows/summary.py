@@ -8,8 +8,15 @@ from prefect.artifacts import create_markdown_artifact
 
 from tasks.layout import RunLayout
 
-_SUMMED = ("games", "positions", "simulations", "evaluations", "resigned_games",
-           "resign_disabled_games", "false_positives")
+_SUMMED = (
+    "games",
+    "positions",
+    "simulations",
+    "evaluations",
+    "resigned_games",
+    "resign_disabled_games",
+    "false_positives",
+)
 
 
 def selfplay_metrics(workers: list[dict[str, Any]], fp_target: float) -> dict[str, Any]:
@@ -38,13 +45,20 @@ def summary_row(i: int, selfplay: dict, train: dict, evaluation: dict, promotion
     seconds = sum(s.get("seconds", 0.0) for s in (selfplay, train)) + gate.get("seconds", 0.0)
     seconds += sum(m.get("seconds", 0.0) for m in evaluation.get("anchors", {}).values())
     return {
-        "iteration": i, "promoted": promotion.get("promoted"), "win_rate": gate.get("win_rate"),
-        "elo": elo.get("elo"), "elo_low": elo.get("low"), "elo_high": elo.get("high"),
-        "positions": selfplay.get("positions"), "games": selfplay.get("games"),
+        "iteration": i,
+        "promoted": promotion.get("promoted"),
+        "win_rate": gate.get("win_rate"),
+        "elo": elo.get("elo"),
+        "elo_low": elo.get("low"),
+        "elo_high": elo.get("high"),
+        "positions": selfplay.get("positions"),
+        "games": selfplay.get("games"),
         "v_resign": selfplay.get("v_resign_used"),
         "false_positive_rate": selfplay.get("false_positive_rate"),
-        "loss": train.get("loss"), "policy_loss": train.get("policy_loss"),
-        "value_loss": train.get("value_loss"), "stage_seconds": seconds,
+        "loss": train.get("loss"),
+        "policy_loss": train.get("policy_loss"),
+        "value_loss": train.get("value_loss"),
+        "stage_seconds": seconds,
         "vs_random": evaluation.get("anchors", {}).get("random", {}).get("score"),
     }
 
@@ -55,8 +69,9 @@ def _fmt(value: Any) -> str:
     return "—" if value is None else str(value)
 
 
-def iteration_artifact(layout: RunLayout, i: int, selfplay: dict, train: dict,
-                       evaluation: dict, promotion: dict) -> dict[str, Any]:
+def iteration_artifact(
+    layout: RunLayout, i: int, selfplay: dict, train: dict, evaluation: dict, promotion: dict
+) -> dict[str, Any]:
     """Publish the iteration's summary as a Prefect markdown artifact; return the row."""
     row = summary_row(i, selfplay, train, evaluation, promotion)
     gate = evaluation.get("gate", {})
@@ -70,6 +85,7 @@ def iteration_artifact(layout: RunLayout, i: int, selfplay: dict, train: dict,
         f"| champion | iteration {promotion.get('champion')} |",
     ]
     key = f"{layout.run}-iter-{i:04d}".lower().replace("_", "-").replace("/", "-")
-    create_markdown_artifact(markdown="\n".join(lines), key=key,
-                             description=f"tabula {layout.run} iteration {i}")
+    create_markdown_artifact(
+        markdown="\n".join(lines), key=key, description=f"tabula {layout.run} iteration {i}"
+    )
     return row

@@ -67,22 +67,28 @@ def write_iteration_stages(layout: RunLayout, plan: IterationPlan) -> Path:
     parent_init = f"{parent}/train.ckpt" if plan.parent > 0 else f"{parent}/model.pt"
     stages: dict[str, dict[str, Any]] = {
         "selfplay": {
-            "cmd": (f"tabula selfplay --config {PARAMS} --model {best}/model.pt "
-                    f"--iteration {i} --seed {plan.selfplay_seed} --out selfplay"),
+            "cmd": (
+                f"tabula selfplay --config {PARAMS} --model {best}/model.pt "
+                f"--iteration {i} --seed {plan.selfplay_seed} --out selfplay"
+            ),
             "deps": [best],
             "params": [{PARAMS: ["rules", "search", "selfplay"]}],
             "outs": ["selfplay"],
         },
         "train": {
-            "cmd": (f"tabula train --config {PARAMS} {data_args} --init {parent_init} "
-                    f"--seed {plan.train_seed} --out model/model.pt"),
+            "cmd": (
+                f"tabula train --config {PARAMS} {data_args} --init {parent_init} "
+                f"--seed {plan.train_seed} --out model/model.pt"
+            ),
             "deps": [*window, parent],
             "params": [{PARAMS: ["rules", "network", "training"]}],
             "outs": ["model"],
         },
         "evaluate": {
-            "cmd": (f"tabula gate --config {PARAMS} --candidate model/model.pt "
-                    f"--best {best}/model.pt --seed {plan.gate_seed} --out match"),
+            "cmd": (
+                f"tabula gate --config {PARAMS} --candidate model/model.pt "
+                f"--best {best}/model.pt --seed {plan.gate_seed} --out match"
+            ),
             "deps": ["model", best],
             "params": [{PARAMS: ["rules", "search", "evaluation"]}],
             "outs": ["match"],

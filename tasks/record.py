@@ -41,22 +41,33 @@ def open_pipeline_run(cfg: Config, layout: RunLayout, tags: dict[str, str]) -> s
 
 
 @task(name="mlflow-open-iteration", **IO_RETRIES)
-def open_iteration_run(cfg: Config, layout: RunLayout, i: int, parent_id: str,
-                       tags: dict[str, str]) -> str:
+def open_iteration_run(
+    cfg: Config, layout: RunLayout, i: int, parent_id: str, tags: dict[str, str]
+) -> str:
     """The iteration's child run: created once, reopened when the iteration resumes."""
     client = _client(cfg, layout)
     exp = _experiment(cfg, layout, client)
-    key = {tracking.TAG_RUN: layout.run, tracking.TAG_KIND: "iteration",
-           tracking.TAG_ITERATION: str(i)}
-    run_id = tracking.find_or_create_run(client, exp, key, f"iter-{i:04d}", parent_id=parent_id,
-                                         tags=tags)
+    key = {
+        tracking.TAG_RUN: layout.run,
+        tracking.TAG_KIND: "iteration",
+        tracking.TAG_ITERATION: str(i),
+    }
+    run_id = tracking.find_or_create_run(
+        client, exp, key, f"iter-{i:04d}", parent_id=parent_id, tags=tags
+    )
     tracking.log_params(client, run_id, config_to_flat_dict(cfg.resolve()))
     return run_id
 
 
 @task(name="mlflow-log", **IO_RETRIES)
-def log_metrics(cfg: Config, layout: RunLayout, run_ids: list[str], metrics: dict[str, float],
-                step: int, tags: dict[str, Any] | None = None) -> None:
+def log_metrics(
+    cfg: Config,
+    layout: RunLayout,
+    run_ids: list[str],
+    metrics: dict[str, float],
+    step: int,
+    tags: dict[str, Any] | None = None,
+) -> None:
     """The same metrics on several runs (the iteration child and the pipeline parent)."""
     client = _client(cfg, layout)
     for run_id in run_ids:
@@ -66,8 +77,9 @@ def log_metrics(cfg: Config, layout: RunLayout, run_ids: list[str], metrics: dic
 
 
 @task(name="mlflow-dataset", **IO_RETRIES)
-def log_datasets(cfg: Config, layout: RunLayout, run_id: str, datasets: dict[str, str],
-                 context: str) -> None:
+def log_datasets(
+    cfg: Config, layout: RunLayout, run_id: str, datasets: dict[str, str], context: str
+) -> None:
     """Datasets as MLflow inputs: ``{DVC path: DVC hash}``."""
     client = _client(cfg, layout)
     for path, digest in datasets.items():
@@ -88,8 +100,15 @@ def log_artifacts(cfg: Config, layout: RunLayout, run_id: str, paths: dict[str, 
 
 
 @task(name="mlflow-register", **IO_RETRIES)
-def register(cfg: Config, layout: RunLayout, run_id: str, i: int, sha256: str,
-             tags: dict[str, Any], champion: bool) -> str:
+def register(
+    cfg: Config,
+    layout: RunLayout,
+    run_id: str,
+    i: int,
+    sha256: str,
+    tags: dict[str, Any],
+    champion: bool,
+) -> str:
     """Make iteration ``i``'s checkpoint a model version; alias it ``champion`` if promoted."""
     client = _client(cfg, layout)
     name = cfg.pipeline.registered_model_for(cfg.rules.board_size)

@@ -34,14 +34,25 @@ def _pct(value: float | None) -> str:
 
 def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
     table = Table(title=title)
-    for column in ("iteration", "promoted", "gate win rate", "vs random", "Elo ± 95%",
-                   "positions", "time"):
+    for column in (
+        "iteration",
+        "promoted",
+        "gate win rate",
+        "vs random",
+        "Elo ± 95%",
+        "positions",
+        "time",
+    ):
         table.add_column(column, justify="right")
     for row in rows:
         table.add_row(
-            str(row["iteration"]), "yes" if row.get("promoted") else "no",
-            _pct(row.get("win_rate")), _pct(row.get("vs_random")), _elo(row),
-            str(row.get("positions") or "—"), f"{row.get('stage_seconds', 0):.0f} s",
+            str(row["iteration"]),
+            "yes" if row.get("promoted") else "no",
+            _pct(row.get("win_rate")),
+            _pct(row.get("vs_random")),
+            _elo(row),
+            str(row.get("positions") or "—"),
+            f"{row.get('stage_seconds', 0):.0f} s",
         )
     return table
 
@@ -57,8 +68,11 @@ def print_summary(cfg: Config, project: Path, rows: list[dict[str, Any]]) -> Non
     if (layout.root / "elo.png").exists():
         console.print(f"Elo curve: {layout.rel(layout.root / 'elo.png')}")
     console.print("Open the MLflow UI (http://127.0.0.1:5000) with:  make ui   or")
-    print(ui_command(cfg.pipeline.mlflow_tracking_uri, cfg.pipeline.mlflow_artifact_root,
-                     project=project))
+    print(
+        ui_command(
+            cfg.pipeline.mlflow_tracking_uri, cfg.pipeline.mlflow_artifact_root, project=project
+        )
+    )
 
 
 def print_status(cfg: Config, project: Path, run: str) -> None:
@@ -68,8 +82,11 @@ def print_status(cfg: Config, project: Path, run: str) -> None:
     done = []
     i = 1
     while layout.iteration(i).exists():
-        stages = [s for s in ("selfplay", "train", "evaluate", "promote")
-                  if stage_done(layout, i, s) is not None]
+        stages = [
+            s
+            for s in ("selfplay", "train", "evaluate", "promote")
+            if stage_done(layout, i, s) is not None
+        ]
         done.append((i, stages))
         i += 1
     console = Console()
@@ -84,20 +101,43 @@ def print_status(cfg: Config, project: Path, run: str) -> None:
         last = stage_done(layout, finished[-1], "evaluate") or {}
         elo = last.get("elo") or {}
         if elo:
-            console.print(f"last Elo: {elo['elo']:.0f} "
-                          f"[{elo['low']:.0f}, {elo['high']:.0f}] (iteration {finished[-1]})")
+            console.print(
+                f"last Elo: {elo['elo']:.0f} "
+                f"[{elo['low']:.0f}, {elo['high']:.0f}] (iteration {finished[-1]})"
+            )
 
 
 def match_table(result: Any) -> None:
     """The result of ``tabula match`` from the first (``--black``) player's side."""
     s = result.summary
     table = Table(title=f"{s.first} vs {s.second}")
-    for column in ("games", "wins", "losses", "draws", "score", "as black", "as white",
-                   "forfeits", "aborts", "duplicates", "mean moves"):
+    for column in (
+        "games",
+        "wins",
+        "losses",
+        "draws",
+        "score",
+        "as black",
+        "as white",
+        "forfeits",
+        "aborts",
+        "duplicates",
+        "mean moves",
+    ):
         table.add_column(column, justify="right")
-    table.add_row(str(s.games), str(s.wins), str(s.losses), str(s.draws), f"{s.score:.1%}",
-                  str(s.wins_as_black), str(s.wins_as_white), str(s.forfeits), str(s.aborts),
-                  str(s.duplicates), f"{s.mean_moves:.0f}")
+    table.add_row(
+        str(s.games),
+        str(s.wins),
+        str(s.losses),
+        str(s.draws),
+        f"{s.score:.1%}",
+        str(s.wins_as_black),
+        str(s.wins_as_white),
+        str(s.forfeits),
+        str(s.aborts),
+        str(s.duplicates),
+        f"{s.mean_moves:.0f}",
+    )
     console = Console()
     console.print(table)
     if result.store is not None:
@@ -109,9 +149,14 @@ def elo_table(rows: list[dict[str, Any]]) -> None:
     for column in ("rank", "player", "Elo", "95% interval", "games", "wins"):
         table.add_column(column, justify="right" if column != "player" else "left")
     for row in rows:
-        table.add_row(str(row["rank"]), row["player"], f"{row['elo']:.0f}",
-                      f"[{row['low']:.0f}, {row['high']:.0f}]", str(row["games"]),
-                      f"{row['wins']:g}")
+        table.add_row(
+            str(row["rank"]),
+            row["player"],
+            f"{row['elo']:.0f}",
+            f"[{row['low']:.0f}, {row['high']:.0f}]",
+            str(row["games"]),
+            f"{row['wins']:g}",
+        )
     Console().print(table)
 
 
@@ -119,16 +164,21 @@ def elo_table(rows: list[dict[str, Any]]) -> None:
 def selfplay_progress(total: int) -> Iterator[Callable[[Any], None]]:
     """A rich progress bar for a self-play worker: games, positions/s, simulations/s."""
     columns = [
-        TextColumn("self-play"), BarColumn(), MofNCompleteColumn(), TextColumn("games"),
+        TextColumn("self-play"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("games"),
         TextColumn("{task.fields[pps]:>6.0f} positions/s"),
-        TextColumn("{task.fields[sps]:>7.0f} simulations/s"), TimeElapsedColumn(),
+        TextColumn("{task.fields[sps]:>7.0f} simulations/s"),
+        TimeElapsedColumn(),
     ]
     with Progress(*columns, transient=False) as bar:
         task = bar.add_task("selfplay", total=total, pps=0.0, sps=0.0)
 
         def update(p: Any) -> None:
             seconds = max(p.seconds, 1e-9)
-            bar.update(task, completed=p.games, pps=p.positions / seconds,
-                       sps=p.simulations / seconds)
+            bar.update(
+                task, completed=p.games, pps=p.positions / seconds, sps=p.simulations / seconds
+            )
 
         yield update

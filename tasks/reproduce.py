@@ -11,8 +11,9 @@ from tasks.layout import RunLayout
 _ITER = re.compile(r"^(?:(?P<run>[^/@:]+)/)?(?:iter-)?(?P<i>[0-9]+)$")
 
 
-def locate(target: str, project: Path, run: str, data_dir: str,
-           tracking_uri: str) -> tuple[str, int, str]:
+def locate(
+    target: str, project: Path, run: str, data_dir: str, tracking_uri: str
+) -> tuple[str, int, str]:
     """(run, iteration, recorded weights sha256 or '') for an iteration or a model URI."""
     if target.startswith("models:/"):
         client = tracking.connect(tracking_uri, project)
@@ -36,8 +37,12 @@ def locate(target: str, project: Path, run: str, data_dir: str,
 
 def restore_lineage(layout: RunLayout, i: int) -> None:
     """Bring back the run's text files from its run branch where the clone lacks them."""
-    needed = [layout.params, layout.stage_file(i), layout.stage_file(i).with_name("dvc.lock"),
-              layout.marker(i, "train")]
+    needed = [
+        layout.params,
+        layout.stage_file(i),
+        layout.stage_file(i).with_name("dvc.lock"),
+        layout.marker(i, "train"),
+    ]
     if all(p.exists() for p in needed):
         return
     if not versioning.is_git_repo(layout.project):
@@ -57,5 +62,7 @@ def check_inputs(layout: RunLayout, i: int) -> list[str]:
     if missing:
         versioning.pull(layout.project, missing)
     changed = versioning.changed_deps(layout.project, stage_file, "train")
-    return [f"{path}: {state}, differs from the recorded {deps.get(path, '?')}"
-            for path, state in sorted(changed.items())]
+    return [
+        f"{path}: {state}, differs from the recorded {deps.get(path, '?')}"
+        for path, state in sorted(changed.items())
+    ]

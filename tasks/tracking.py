@@ -68,20 +68,27 @@ def experiment(client, name: str, artifact_root: Path | str | None) -> str:
         return found.experiment_id
     location = None
     if artifact_root is not None:
-        location = str(artifact_root) if "://" in str(artifact_root) else str(
-            Path(artifact_root).resolve() / name.replace("/", "_")
+        location = (
+            str(artifact_root)
+            if "://" in str(artifact_root)
+            else str(Path(artifact_root).resolve() / name.replace("/", "_"))
         )
     return client.create_experiment(name, artifact_location=location)
 
 
-def find_or_create_run(client, experiment_id: str, key: Mapping[str, str], run_name: str,
-                       parent_id: str | None = None, tags: Mapping[str, str] | None = None) -> str:
+def find_or_create_run(
+    client,
+    experiment_id: str,
+    key: Mapping[str, str],
+    run_name: str,
+    parent_id: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> str:
     """The run whose tags equal ``key`` (reopened if it was killed), or a new one."""
     clauses = [f"tags.`{k}` = '{v}'" for k, v in key.items()]
     if parent_id:
         clauses.append(f"tags.`mlflow.parentRunId` = '{parent_id}'")
-    found = client.search_runs([experiment_id], filter_string=" and ".join(clauses),
-                               max_results=1)
+    found = client.search_runs([experiment_id], filter_string=" and ".join(clauses), max_results=1)
     all_tags = {**key, **(tags or {})}
     if parent_id:
         all_tags["mlflow.parentRunId"] = parent_id
@@ -134,8 +141,9 @@ def log_metric_series(client, run_id: str, series: Mapping[str, list[tuple[int, 
         client.log_batch(run_id, metrics=batch[start : start + 500])
 
 
-def log_dataset(client, run_id: str, name: str, dvc_path: str, digest: str,
-                context: str = "training") -> None:
+def log_dataset(
+    client, run_id: str, name: str, dvc_path: str, digest: str, context: str = "training"
+) -> None:
     """Record a dataset input: source is the DVC path, digest the DVC hash."""
     from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.data.meta_dataset import MetaDataset
@@ -156,8 +164,9 @@ def log_artifact(client, run_id: str, path: Path, artifact_path: str | None = No
         client.log_artifact(run_id, str(path), artifact_path)
 
 
-def register_checkpoint(client, name: str, run_id: str, checkpoint: Path, sha256: str,
-                        tags: Mapping[str, Any]) -> str:
+def register_checkpoint(
+    client, name: str, run_id: str, checkpoint: Path, sha256: str, tags: Mapping[str, Any]
+) -> str:
     """Log ``checkpoint`` under the run and make it a version of model ``name`` (idempotent)."""
     from mlflow.exceptions import MlflowException
 
@@ -183,7 +192,9 @@ def finish(client, run_id: str, status: str = "FINISHED") -> None:
     client.set_terminated(run_id, status=status)
 
 
-def resolve_model(uri: str, tracking_uri: str, project: Path | None, dst: Path) -> tuple[Path, dict]:
+def resolve_model(
+    uri: str, tracking_uri: str, project: Path | None, dst: Path
+) -> tuple[Path, dict]:
     """Download the checkpoint behind ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION``.
 
     Returns the local checkpoint file and the model version's tags (the lineage).

@@ -147,9 +147,7 @@ def stage_deps(project: Path, stage_file: Path, stage: str) -> dict[str, str]:
     lock = _read_lock(stage_file).get(stage, {})
     base = stage_file.parent.resolve()
     root = project.resolve()
-    return {
-        os.path.relpath(base / dep["path"], root): dep["md5"] for dep in lock.get("deps", [])
-    }
+    return {os.path.relpath(base / dep["path"], root): dep["md5"] for dep in lock.get("deps", [])}
 
 
 def _read_lock(stage_file: Path) -> dict[str, Any]:
@@ -186,8 +184,9 @@ def pull(project: Path, targets: Sequence[str]) -> None:
         repo.pull(targets=list(targets), force=True)
 
 
-def record_on_run_branch(project: Path, run: str, paths: Iterable[Path], message: str,
-                         tag: str | None = None) -> str | None:
+def record_on_run_branch(
+    project: Path, run: str, paths: Iterable[Path], message: str, tag: str | None = None
+) -> str | None:
     """Commit ``paths`` to the branch ``tabula/runs/<run>`` without touching the user's branch.
 
     Uses a private index file, so the working tree, the index and HEAD stay as they are.
@@ -199,7 +198,9 @@ def record_on_run_branch(project: Path, run: str, paths: Iterable[Path], message
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, **_GIT_IDENTITY, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
         parent = subprocess.run(
-            ["git", "rev-parse", "--verify", "-q", ref], cwd=project, capture_output=True,
+            ["git", "rev-parse", "--verify", "-q", ref],
+            cwd=project,
+            capture_output=True,
             text=True,
         ).stdout.strip()
         _git(project, "read-tree", *([parent] if parent else ["--empty"]), env=env)

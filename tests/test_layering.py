@@ -17,8 +17,19 @@ LAYERS = ["tabula", "model", "tasks", "flows", "cli"]
 
 # Third-party packages a layer must not import (on top of every layer above it).
 FORBIDDEN_LIBS = {
-    "tabula": {"torch", "pytorch_lightning", "lightning", "pyarrow", "prefect", "prefect_dask",
-               "mlflow", "dvc", "dask", "distributed", "matplotlib"},
+    "tabula": {
+        "torch",
+        "pytorch_lightning",
+        "lightning",
+        "pyarrow",
+        "prefect",
+        "prefect_dask",
+        "mlflow",
+        "dvc",
+        "dask",
+        "distributed",
+        "matplotlib",
+    },
     "model": {"prefect", "prefect_dask", "mlflow", "dvc", "dask", "distributed"},
     "tasks": set(),
     "flows": {"mlflow", "dvc"},  # only tasks/ touches MLflow and DVC
@@ -75,9 +86,13 @@ def test_importing_everything_creates_nothing(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", script, *names],
         cwd=cwd,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"),
-             "PREFECT_HOME": str(tmp_path / "prefect-home"),
-             "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")},
+        env={
+            "PYTHONPATH": str(ROOT),
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path / "home"),
+            "PREFECT_HOME": str(tmp_path / "prefect-home"),
+            "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"),
+        },
         capture_output=True,
         text=True,
         timeout=300,

@@ -58,8 +58,13 @@ def project(tmp_path: Path) -> Path:
     """A temp git repo standing in for a user's clone (DVC is initialised by the pipeline)."""
     repo = tmp_path / "project"
     repo.mkdir()
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
     (repo / "README.md").write_text("user project\n")
     subprocess.run(["git", "add", "README.md"], cwd=repo, check=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -18,17 +17,6 @@ pytestmark = pytest.mark.slow
 def two_iterations(prefect_server, tiny_config, project):
     rows = run_pipeline(tiny_config, project, iterations=2)
     return tiny_config, project, rows
-
-
-def _positions(layout: RunLayout, i: int) -> tuple[int, set]:
-    from model.shards import read_shard
-
-    rows, keys = 0, set()
-    for shard in sorted(layout.selfplay(i).rglob("*.parquet")):
-        records = read_shard(shard)
-        rows += len(records.z)
-        keys |= {(str(g), int(m)) for g, m in zip(records.game_id, records.move_number, strict=True)}
-    return rows, keys
 
 
 def test_two_iterations_leave_everything_traceable(two_iterations):
@@ -56,8 +44,11 @@ def test_two_iterations_leave_everything_traceable(two_iterations):
     name = cfg.pipeline.registered_model_for(cfg.rules.board_size)
     versions = client.search_model_versions(f"name = '{name}'")
     assert len(versions) == 2
-    champion = client.get_model_version_by_alias(name, "champion") if any(
-        r["promoted"] for r in rows) else None
+    champion = (
+        client.get_model_version_by_alias(name, "champion")
+        if any(r["promoted"] for r in rows)
+        else None
+    )
     if champion is not None:
         assert champion.tags["tabula.run"] == layout.run
 
@@ -71,11 +62,16 @@ def test_two_iterations_leave_everything_traceable(two_iterations):
     assert "iter-0002" in dag.stdout
 
     # Git: the user's branch is untouched; the run branch and tags hold the lineage.
-    head = subprocess.run(["git", "log", "--oneline", "main"], cwd=project, capture_output=True,
-                          text=True).stdout
+    head = subprocess.run(
+        ["git", "log", "--oneline", "main"], cwd=project, capture_output=True, text=True
+    ).stdout
     assert len(head.strip().splitlines()) == 1
-    branch = subprocess.run(["git", "ls-tree", "-r", "--name-only", f"tabula/runs/{layout.run}"],
-                            cwd=project, capture_output=True, text=True).stdout
+    branch = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", f"tabula/runs/{layout.run}"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert f"data/{layout.run}/iter-0002/dvc.lock" in branch
     tags = subprocess.run(["git", "tag"], cwd=project, capture_output=True, text=True).stdout
     assert f"tabula/{layout.run}/iter-0002" in tags
@@ -113,10 +109,12 @@ def test_changed_config_on_resume_is_refused(prefect_server, tiny_config, projec
     from flows.pipeline import freeze_config
 
     freeze_config(tiny_config, layout)
-    changed = tiny_config.model_copy(update={"search": tiny_config.search.model_copy(
-        update={"simulations": 7})})
+    changed = tiny_config.model_copy(
+        update={"search": tiny_config.search.model_copy(update={"simulations": 7})}
+    )
     with pytest.raises(ConfigError, match="search.simulations"):
         freeze_config(changed, layout)
-    longer = tiny_config.model_copy(update={"pipeline": tiny_config.pipeline.model_copy(
-        update={"iterations": 50})})
+    longer = tiny_config.model_copy(
+        update={"pipeline": tiny_config.pipeline.model_copy(update={"iterations": 50})}
+    )
     assert freeze_config(longer, layout) == layout.params.read_text()  # only more iterations

@@ -20,8 +20,11 @@ def clone(prefect_server, tiny_config, project, tmp_path):
     run_pipeline(tiny_config, project, iterations=2)
     fresh = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(project), str(fresh)], check=True)
-    subprocess.run(["git", "fetch", "-q", "origin", "refs/heads/tabula/*:refs/heads/tabula/*"],
-                   cwd=fresh, check=True)
+    subprocess.run(
+        ["git", "fetch", "-q", "origin", "refs/heads/tabula/*:refs/heads/tabula/*"],
+        cwd=fresh,
+        check=True,
+    )
     uri = tracking.resolve_uri(tiny_config.pipeline.mlflow_tracking_uri, project)
     remote = str(project / tiny_config.pipeline.dvc_remote)
     return tiny_config, fresh, uri, remote

@@ -33,8 +33,14 @@ def _start(project: Path, iterations: int) -> subprocess.Popen:
     for item in TINY:
         args += ["--set", item]
     env = {**os.environ, "PREFECT_API_URL": _api_url(), "PREFECT_LOGGING_LEVEL": "WARNING"}
-    return subprocess.Popen(args, cwd=project, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    return subprocess.Popen(
+        args,
+        cwd=project,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 def _kill_when(proc: subprocess.Popen, ready: Callable[[], bool], limit: float = 300) -> None:
@@ -52,8 +58,9 @@ def _selfplay_outs(layout: RunLayout, i: int) -> dict:
     return {out["path"]: out["md5"] for out in lock["selfplay"]["outs"]}
 
 
-def test_killed_run_resumes_with_nothing_lost_or_doubled(prefect_server, tiny_config, project,
-                                                         tmp_path):
+def test_killed_run_resumes_with_nothing_lost_or_doubled(
+    prefect_server, tiny_config, project, tmp_path
+):
     layout = RunLayout(project, "data", tiny_config.pipeline.name)
     in_selfplay = lambda: layout.worker(1, 0).exists() and not layout.marker(1, "selfplay").exists()  # noqa: E731
     _kill_when(_start(project, 2), in_selfplay)
@@ -75,8 +82,10 @@ def test_killed_run_resumes_with_nothing_lost_or_doubled(prefect_server, tiny_co
     client = tracking.connect(tiny_config.pipeline.mlflow_tracking_uri, project)
     exp = client.get_experiment_by_name(f"tabula/{layout.run}")
     runs = client.search_runs([exp.experiment_id])
-    kinds = [(r.data.tags.get(tracking.TAG_KIND), r.data.tags.get(tracking.TAG_ITERATION))
-             for r in runs]
+    kinds = [
+        (r.data.tags.get(tracking.TAG_KIND), r.data.tags.get(tracking.TAG_ITERATION)) for r in runs
+    ]
     assert sorted(kinds, key=str) == sorted(
-        [("pipeline", None), ("iteration", "1"), ("iteration", "2")], key=str)
+        [("pipeline", None), ("iteration", "1"), ("iteration", "2")], key=str
+    )
     assert all(r.info.status == "FINISHED" for r in runs)
