@@ -1,0 +1,250 @@
+"""Self-play throughput against the network alone and against a one-leaf-at-a-time search.
+
+Usage: ``python bench/selfplay.py [--json PATH] [--seconds S] [--rounds R] [--threads T]``
+
+For the 9x9 quick-start net (configs/quickstart.yaml) and a small 19x19 net (4x32, the same
+search settings), in one run:
+
+- (a) the network alone: positions/s of `model.evaluator.Evaluator` at the batch size
+  self-play uses (``concurrent_games * leaves_per_game``, capped by ``batch_size``);
+- (b) self-play (`tabula.selfplay.play_games`): network evaluations/s, with and without
+  ``overlap`` (the network on one half of the games while the tree works on the other);
+- (c) a sequential one-game MCTS with the same network and one leaf per network call (what
+  most single-machine AlphaZero code does);
+- (t) the search alone, with a free uniform evaluator: what the tree and rules cost per leaf.
+
+Goals (the self-play issue): (b)/(a) >= 0.85 and (b)/(c) >= 10. Measurements alternate in
+``--rounds`` rounds of ``--seconds`` each and the median is reported, so load from other
+processes hits every path alike. Rates are wall-clock; with ``--threads 1`` the ratio of
+process-CPU rates of (b) without overlap and (a) is also shown: on a shared machine it is the
+steadier estimate of what an idle one would give (CPU time is not inflated by waiting), and
+"net share" is the part of (b)'s CPU time (no overlap) spent inside the network call: the rest
+is the tree, the rules and the game loop, the cost the (b)/(a) goal bounds.
+Then the tree memory of 256 concurrent 19x19 games at 800
+simulations (RSS growth after allocating and touching every array). Prints a table, writes the
+same figures as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from model.evaluator import Evaluator  # noqa: E402
+from model.network import make_network  # noqa: E402
+from tabula.config import Config, load_config  # noqa: E402
+from tabula.mcts import BatchedMCTS, SearchParams  # noqa: E402
+from tabula.selfplay import SelfPlayParams, play_games  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _TimeUp(Exception):
+    """Raised by the counting evaluator when a measurement's time is over."""
+
+
+class Counting:
+    """Wraps an evaluator: counts positions and the process CPU time spent inside it until
+    ``deadline``, then stops the caller."""
+
+    def __init__(self, evaluate) -> None:
+        self.evaluate, self.positions, self.deadline = evaluate, 0, float("inf")
+        self.cpu = 0.0
+
+    def __call__(self, planes, rng=None):
+        if time.perf_counter() > self.deadline:
+            raise _TimeUp
+        start = time.process_time()
+        out = self.evaluate(planes, rng)
+        self.cpu += time.process_time() - start
+        self.positions += len(planes)
+        return out
+
+
+def uniform(planes, rng=None):
+    B, M = planes.shape[0], planes.shape[2] * planes.shape[3]
+    return np.full((B, M + 1), 1.0 / (M + 1), np.float32), np.zeros(B, np.float32)
+
+
+class Clock:
+    """Wall and process CPU time since creation; ``rates(n)`` = n per second of each."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.wall
+
+    def rates(self, n: int) -> tuple[float, float]:
+        return n / self.elapsed(), n / max(time.process_time() - self.cpu, 1e-9)
+
+
+def network_alone(evaluate, N: int, batch: int, seconds: float) -> tuple[float, float]:
+    planes = (np.random.default_rng(0).random((batch, 17, N, N)) < 0.3).astype(np.uint8)
+    clock, n = Clock(), 0
+    while clock.elapsed() < seconds:
+        evaluate(planes, None)
+        n += batch
+    return clock.rates(n)
+
+
+def selfplay(evaluate, params: SelfPlayParams, seconds: float, overlap: bool, seed: int):
+    """(wall rate, CPU rate, share of the CPU time spent in the network: one thread only)."""
+    counter = Counting(evaluate)
+    clock = Clock()
+    counter.deadline = clock.wall + seconds
+    try:
+        for _ in play_games(counter, params, 10**6, np.random.default_rng(seed), overlap=overlap):
+            pass
+    except _TimeUp:
+        pass
+    share = counter.cpu / max(time.process_time() - clock.cpu, 1e-9)
+    return (*clock.rates(counter.positions), share)
+
+
+def sequential(evaluate, params: SelfPlayParams, seconds: float, seed: int):
+    """One game, one leaf per network call, tree reuse, tau = 1 (moves do not matter here)."""
+    search = SearchParams(**{**params.search.__dict__, "leaves_per_game": 1})
+    m = BatchedMCTS(1, params.board_size, params.komi, search)
+    rng = np.random.default_rng(seed)
+    m.reset(0, rng)
+    clock = Clock()
+    while clock.elapsed() < seconds:
+        if m.is_over(0):
+            m.reset(0, rng)
+        m.search([0], evaluate)
+        m.play(0, m.choose_move(0, 1.0))
+    return clock.rates(m.evaluations)
+
+
+def bench_config(name: str, cfg: Config, seconds: float, rounds: int) -> dict:
+    N = cfg.rules.board_size
+    params = SelfPlayParams.from_config(cfg)
+    batch = min(params.batch_size, params.concurrent_games * params.search.leaves_per_game)
+    net = make_network(N, cfg.network.blocks, cfg.network.filters, 0, cfg.network.value_hidden)
+    evaluate = Evaluator(net, device="cpu")
+    # Warm up: numba compile or cache load, torch's first calls at each batch shape (oneDNN
+    # builds its kernels per shape; a first call costs milliseconds).
+    network_alone(evaluate, N, batch, 1.0)
+    selfplay(evaluate, params, 3.0, True, 0)
+    selfplay(evaluate, params, 3.0, False, 0)
+    sequential(evaluate, params, 1.0, 0)
+    runs: dict[str, list[tuple[float, ...]]] = {k: [] for k in ("a", "b", "b1", "c", "t")}
+    for r in range(rounds):
+        runs["a"].append(network_alone(evaluate, N, batch, seconds))
+        runs["b"].append(selfplay(evaluate, params, seconds, True, r))
+        runs["b1"].append(selfplay(evaluate, params, seconds, False, r))
+        runs["c"].append(sequential(evaluate, params, seconds, r))
+        runs["t"].append(selfplay(uniform, params, seconds / 2, False, r))
+    wall = {k: statistics.median(x[0] for x in v) for k, v in runs.items()}
+    cpu = {k: statistics.median(x[1] for x in v) for k, v in runs.items()}
+    share = statistics.median(x[2] for x in runs["b1"])
+    return {
+        "name": name,
+        "board_size": N,
+        "network": f"{cfg.network.blocks}x{cfg.network.filters}",
+        "batch": batch,
+        "simulations": params.search.simulations,
+        "concurrent_games": params.concurrent_games,
+        "leaves_per_game": params.search.leaves_per_game,
+        "network_positions_per_s": wall["a"],
+        "selfplay_evals_per_s": wall["b"],
+        "selfplay_no_overlap_evals_per_s": wall["b1"],
+        "sequential_evals_per_s": wall["c"],
+        "search_alone_evals_per_s": wall["t"],
+        "tree_us_per_leaf": 1e6 / wall["t"],
+        "tree_cpu_us_per_leaf": 1e6 / cpu["t"],
+        "ratio_b_over_a": wall["b"] / wall["a"],
+        "ratio_b_no_overlap_over_a": wall["b1"] / wall["a"],
+        "ratio_b_no_overlap_over_a_cpu": cpu["b1"] / cpu["a"],
+        "network_share_of_selfplay_cpu": share,
+        "ratio_b_over_c": wall["b"] / wall["c"],
+        "ratio_a_over_c": wall["a"] / wall["c"],
+        "rounds": runs,
+    }
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+def tree_memory(games: int = 256, N: int = 19, simulations: int = 800) -> dict:
+    """RSS growth from allocating and touching the trees of ``games`` games."""
+    before = _rss()
+    m = BatchedMCTS(games, N, 7.5, SearchParams(simulations=simulations))
+    for array in m.trees:
+        array.fill(1)
+    grown = _rss() - before
+    nbytes = sum(a.nbytes for a in m.trees)
+    del m
+    return {"games": games, "board_size": N, "simulations": simulations,
+            "rss_bytes": grown, "array_bytes": nbytes}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--seconds", type=float, default=8.0, help="per measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (median)")
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    quick = load_config(ROOT / "configs" / "quickstart.yaml")
+    big = load_config(ROOT / "configs" / "quickstart.yaml", ["rules.board_size=19"])
+    configs = [("9x9 quick start", quick), ("19x19 4x32", big)]
+    results = [bench_config(name, cfg, args.seconds, args.rounds) for name, cfg in configs]
+    memory = tree_memory()
+    _print(results, memory)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"configs": results, "tree_memory": memory, "threads": args.threads,
+                   "seconds": args.seconds, "rounds": args.rounds}  # fmt: skip
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    return 0
+
+
+def _print(results: list[dict], memory: dict) -> None:
+    table = Table(title="self-play throughput (median of rounds)")
+    for col in ("config", "batch", "(a) network pos/s", "(b) self-play evals/s",
+                "(b) no overlap", "(c) sequential", "(t) tree alone", "tree cpu us/leaf",
+                "(b)/(a)", "(b) no ovl./(a) cpu", "net share", "(b)/(c)", "(a)/(c)"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for r in results:
+        table.add_row(
+            r["name"], str(r["batch"]), f"{r['network_positions_per_s']:.0f}",
+            f"{r['selfplay_evals_per_s']:.0f}", f"{r['selfplay_no_overlap_evals_per_s']:.0f}",
+            f"{r['sequential_evals_per_s']:.0f}", f"{r['search_alone_evals_per_s']:.0f}",
+            f"{r['tree_cpu_us_per_leaf']:.1f}", f"{r['ratio_b_over_a']:.2f}",
+            f"{r['ratio_b_no_overlap_over_a_cpu']:.2f}",
+            f"{r['network_share_of_selfplay_cpu']:.2f}", f"{r['ratio_b_over_c']:.1f}",
+            f"{r['ratio_a_over_c']:.1f}",
+        )  # fmt: skip
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    console.print(table)
+    console.print(
+        f"tree memory, {memory['games']} games {memory['board_size']}x{memory['board_size']} "
+        f"at {memory['simulations']} simulations: RSS +{memory['rss_bytes'] / 2**30:.2f} GiB "
+        f"(arrays {memory['array_bytes'] / 2**30:.2f} GiB)"
+    )
+    console.print(
+        "goals: (b)/(a) >= 0.85, (b)/(c) >= 10; (a)/(c) is what (b)/(c) would be with a free "
+        "search (the network's own batching gain)"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,387 @@
+"""Batched Monte Carlo tree search (Silver et al. 2017, Methods "Search algorithm").
+
+One `BatchedMCTS` holds a tree per game slot; a search step selects up to
+``leaves_per_game`` leaves in every game (kept apart by virtual loss), evaluates all of them
+in one network call, then expands them and backs their values up. The tree and rules work is
+in numba (`tabula.mcts_kernels`), so the network dominates the cost.
+
+The search, exactly as the paper states it:
+
+- select a = argmax Q + U, U = c_puct P sqrt(sum_b N_b) / (1 + N), Q = W / N; an unvisited
+  edge has Q = ``fpu`` (paper 0). Ties go to the larger P (on a node's first visit all scores
+  tie, so it starts with the most probable move), then the lower index;
+- P is the network's policy renormalised over the legal moves (occupied points, suicide and
+  positional superko against the real game plus the search path are illegal: P = -1, never
+  selected, never visited); each leaf is evaluated under a random dihedral transform d_i
+  (drawn from the game's own stream, so a game's search does not depend on the other games
+  in the batch) and its policy mapped back;
+- the value v (side to move at the leaf) is backed up with its sign flipped at each ply;
+  positions after two passes or 2 N^2 moves are terminal and valued by the Tromp-Taylor
+  result with komi (+1 / -1 / 0 from the side to move), never by the network;
+- the root gets Dirichlet noise P = (1 - eps) p + eps eta, eta ~ Dir(alpha) over its legal
+  moves, drawn afresh for every move's search, also on a reused root;
+- after the move, the played child becomes the root with its subtree and statistics (the
+  rest is freed; a subtree too big for the tree's capacity is dropped, see `BatchedMCTS`).
+
+Counting: ``simulations`` is the number of new visits below the root per search, so the root's
+children's N sum to the kept subtree's visits plus ``simulations``. A fresh root's own
+evaluation comes first and is not a simulation (as in mctx).
+
+Randomness comes only from the ``np.random.Generator`` given to `BatchedMCTS.reset` for each
+slot: root noise, move sampling, tie breaks and the dihedral transforms. The evaluator is
+called with ``rng=None`` (the search applies the transforms itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tabula.config import Config
+from tabula.features import NUM_PLANES, symmetry_permutations
+from tabula.go.board import EMPTY_HASH, LEGAL, REASONS, area_score, move_status, rules_context
+from tabula.go.game import Game
+from tabula.go.hashset import hashset_insert, hashset_new
+from tabula.mcts_kernels import (
+    DROPPED,
+    EXPANDED,
+    KEPT,
+    TERMINAL,
+    UNEXPANDED,
+    Leaves,
+    advance_root,
+    expand_and_backup,
+    gather,
+    init_root,
+    new_trees,
+    root_visits,
+    undo_collisions,
+)
+
+Evaluate = Callable[[np.ndarray, np.random.Generator | None], tuple[np.ndarray, np.ndarray]]
+"""``(planes uint8[B, 17, N, N], rng) -> (priors float32[B, M+1], values float32[B])``:
+softmax priors over all moves (unmasked), values in [-1, 1] from the side to move."""
+
+
+class SearchError(ValueError):
+    """Bad search input: an illegal move to play, an evaluator answer of the wrong shape."""
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    """Search settings (the `search` config section with the board-scaled defaults resolved).
+
+    noise: whether roots get Dirichlet noise (self-play yes; evaluation matches no).
+    random_symmetry: evaluate each leaf under a random dihedral transform (paper: yes).
+    """
+
+    simulations: int = 32
+    c_puct: float = 1.25
+    fpu: float = 0.0
+    dirichlet_alpha: float = 0.03
+    dirichlet_epsilon: float = 0.25
+    leaves_per_game: int = 4
+    virtual_loss: float = 1.0
+    noise: bool = True
+    random_symmetry: bool = True
+
+    @classmethod
+    def from_config(
+        cls, cfg: Config, *, simulations: int | None = None, noise: bool = True
+    ) -> SearchParams:
+        s = cfg.search
+        return cls(
+            simulations=s.simulations if simulations is None else simulations,
+            c_puct=s.c_puct,
+            fpu=s.fpu,
+            dirichlet_alpha=s.alpha_for(cfg.rules.board_size),
+            dirichlet_epsilon=s.dirichlet_epsilon,
+            leaves_per_game=s.leaves_per_game,
+            virtual_loss=s.virtual_loss,
+            noise=noise,
+        )
+
+
+@dataclass(frozen=True)
+class RootStats:
+    """The root after a search. visits: int32[M+1], N(root, a) per move. value: W/N of the
+    root, from the side to move, in [-1, 1]. best_move: the most visited move (lowest index
+    on ties). best_value: Q of best_move from the side to move (= value if nothing visited)."""
+
+    visits: np.ndarray
+    value: float
+    best_move: int
+    best_value: float
+
+
+class BatchedMCTS:
+    """Search trees for ``n_games`` game slots on an N x N board (see the module docstring).
+
+    capacity: nodes per tree; default ``3 * (simulations + 1)``. Each simulation adds at most
+    one node, so a search needs ``simulations + 1`` free nodes; a kept subtree bigger than
+    ``capacity - simulations - 1`` is dropped (the search restarts from a fresh root) rather
+    than pruned. With the default that happens only once the played child holds more than
+    twice a search's visits (a search that keeps choosing the same line at tau -> 0).
+    Memory is about ``capacity * (9 M + 40)`` bytes per slot.
+
+    Counters: ``simulations`` (visits below roots), ``evaluations`` (network positions),
+    ``reused`` / ``dropped`` (moves whose subtree was kept / too big to keep).
+    """
+
+    def __init__(
+        self,
+        n_games: int,
+        board_size: int,
+        komi: float,
+        params: SearchParams,
+        *,
+        capacity: int | None = None,
+    ) -> None:
+        if n_games < 1:
+            raise SearchError(f"n_games must be >= 1 (got {n_games})")
+        self.ctx = rules_context(board_size)
+        self.N, self.M = board_size, board_size * board_size
+        self.komi = float(komi)
+        self.params = params
+        self.max_moves = 2 * self.M  # paper: games end after 2 N^2 moves
+        self.capacity = capacity or 3 * (params.simulations + 1)
+        if self.capacity < params.simulations + 1:
+            raise SearchError(f"capacity {self.capacity} < simulations + 1")
+        set_size = hashset_new(self.max_moves + 1).shape[0]
+        self.trees = new_trees(n_games, self.capacity, self.M, set_size)
+        self.perms = np.ascontiguousarray(symmetry_permutations(board_size))
+        self.rngs: list[np.random.Generator | None] = [None] * n_games
+        self._noise_pending = np.zeros(n_games, dtype=bool)
+        self.simulations = 0
+        self.evaluations = 0
+        self.reused = 0
+        self.dropped = 0
+
+    @property
+    def n_games(self) -> int:
+        return int(self.trees.size.shape[0])
+
+    # -- games ---------------------------------------------------------------------------
+
+    def reset(self, slot: int, rng: np.random.Generator, game: Game | None = None) -> None:
+        """Start slot's tree at the empty board (or at ``game``'s position, history included)."""
+        t, M = self.trees, self.M
+        t.history[slot] = 0
+        t.game_set[slot] = 0
+        if game is None:
+            board, h, to_play, passes, move_number = np.zeros(M, np.int8), EMPTY_HASH, 1, 0, 0
+            hashset_insert(t.game_set[slot], h)
+        else:
+            if game.size != self.N:
+                raise SearchError(f"game is {game.size}x{game.size}, search is {self.N}x{self.N}")
+            t.history[slot] = game.recent_boards(t.history.shape[1])
+            board, h = t.history[slot, 0].copy(), np.uint64(game.position_hash)
+            to_play, passes, move_number = game.to_play, game.passes, game.move_number
+            if not game.is_over():  # (a finished game is not searched, and may be longer)
+                for v in game.hash_set()[game.hash_set() != 0]:
+                    hashset_insert(t.game_set[slot], v)
+        init_root(
+            t, slot, board, h, to_play, passes, move_number, self.komi, self.max_moves,
+            self.ctx.neighbors,
+        )  # fmt: skip
+        t.sym_state[slot] = np.uint64(rng.integers(0, 2**63))
+        self.rngs[slot] = rng
+        self._noise_pending[slot] = False
+
+    def to_play(self, slot: int) -> int:
+        return int(self.trees.to_play[slot, 0])
+
+    def move_number(self, slot: int) -> int:
+        return int(self.trees.move_number[slot, 0])
+
+    def is_over(self, slot: int) -> bool:
+        """Two passes in a row or 2 N^2 moves in slot's real game."""
+        return bool(self.trees.state[slot, 0] == TERMINAL)
+
+    def board(self, slot: int) -> np.ndarray:
+        """The real game's board, int8[M] (a copy)."""
+        return self.trees.history[slot, 0].copy()
+
+    def score(self, slot: int) -> float:
+        """Tromp-Taylor score of slot's real game now: black area - white area - komi."""
+        return float(area_score(self.trees.history[slot, 0], self.ctx.neighbors) - self.komi)
+
+    def final_value(self, slot: int) -> float:
+        """Tromp-Taylor result of a finished game from the side to move (+1, -1, 0)."""
+        return float(self.trees.value[slot, 0])
+
+    def play(self, slot: int, move: int) -> bool:
+        """Play ``move`` for the side to move in slot's real game; keep the subtree if it can.
+
+        Raises SearchError for an illegal move or a finished game. Returns whether the
+        subtree was reused."""
+        t, ctx = self.trees, self.ctx
+        if self.is_over(slot):
+            raise SearchError(f"slot {slot}: the game is over")
+        status = move_status(
+            t.board[slot, 0], int(move), int(t.to_play[slot, 0]), ctx.neighbors, ctx.zobrist,
+            t.hash[slot, 0], t.game_set[slot], t.hash[slot, :0], 0,
+        )  # fmt: skip
+        if status != LEGAL:
+            raise SearchError(f"slot {slot}: move {move} is illegal ({REASONS[status]})")
+        outcome = advance_root(
+            t, slot, int(move), self.params.simulations + 1, self.komi, self.max_moves,
+            ctx.neighbors, ctx.zobrist,
+        )  # fmt: skip
+        self._noise_pending[slot] = False
+        self.reused += outcome == KEPT
+        self.dropped += outcome == DROPPED
+        return bool(outcome == KEPT)
+
+    # -- search --------------------------------------------------------------------------
+
+    def new_leaves(self, max_leaves: int) -> Leaves:
+        """Buffers for up to ``max_leaves`` leaves (one network batch)."""
+        return Leaves(
+            slot=np.zeros(max_leaves, dtype=np.int32),
+            node=np.zeros(max_leaves, dtype=np.int32),
+            sym=np.zeros(max_leaves, dtype=np.int8),
+            planes=np.zeros((max_leaves, NUM_PLANES, self.N, self.N), dtype=np.uint8),
+            coll_slot=np.zeros(4 * max_leaves, dtype=np.int32),
+            coll_node=np.zeros(4 * max_leaves, dtype=np.int32),
+            n_coll=np.zeros(1, dtype=np.int64),
+        )
+
+    def start(self, slots: Sequence[int] | np.ndarray, simulations: int | None = None) -> None:
+        """Begin a search at each slot's root: ``simulations`` new visits (default: params)."""
+        sims = self.params.simulations if simulations is None else simulations
+        t = self.trees
+        for g in np.asarray(slots, dtype=np.int64):
+            t.done[g] = 0
+            t.target[g] = 0 if t.state[g, 0] == TERMINAL else sims
+            if self.params.noise and t.target[g] > 0:
+                if t.state[g, 0] == EXPANDED:
+                    self._add_noise(int(g))
+                else:
+                    self._noise_pending[g] = True  # once the root has been evaluated
+
+    def unfinished(self, slots: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The slots whose search still needs simulations (int64 array)."""
+        s = np.asarray(slots, dtype=np.int64)
+        return s[self.trees.done[s] < self.trees.target[s]]
+
+    def gather(self, slots: np.ndarray, leaves: Leaves) -> int:
+        """Select leaves in ``slots`` (each game at most ``leaves_per_game``, and
+        ``len(slots) * leaves_per_game <= len(leaves.slot)``); returns the count n, the
+        network batch being ``leaves.planes[:n]``."""
+        p = self.params
+        if len(slots) * p.leaves_per_game > leaves.slot.shape[0]:
+            raise SearchError("leaf buffer too small for these slots")
+        n, terminal = gather(
+            self.trees, np.asarray(slots, dtype=np.int64), leaves, p.leaves_per_game,
+            p.c_puct, p.fpu, p.virtual_loss, self.komi, self.max_moves, self.ctx.neighbors,
+            self.ctx.zobrist, p.random_symmetry, self.perms,
+        )  # fmt: skip
+        self.simulations += terminal
+        if n == 0:  # no backup will follow: release the collisions' virtual loss now
+            undo_collisions(self.trees, leaves, p.virtual_loss)
+        return int(n)
+
+    def backup(self, leaves: Leaves, n: int, priors: np.ndarray, values: np.ndarray) -> None:
+        """Expand the ``n`` gathered leaves with the network's answer and back values up."""
+        priors = np.ascontiguousarray(priors, dtype=np.float32)
+        values = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
+        if priors.shape != (n, self.M + 1) or values.shape != (n,):
+            raise SearchError(
+                f"evaluator returned priors {priors.shape} and values {values.shape}, "
+                f"expected ({n}, {self.M + 1}) and ({n},)"
+            )
+        expand_and_backup(
+            self.trees, leaves, n, priors, values, self.params.virtual_loss,
+            self.ctx.neighbors, self.ctx.zobrist, self.perms,
+        )  # fmt: skip
+        undo_collisions(self.trees, leaves, self.params.virtual_loss)
+        roots = leaves.slot[:n][leaves.node[:n] == 0]
+        self.evaluations += n
+        self.simulations += n - len(roots)
+        for g in roots:
+            if self._noise_pending[g]:
+                self._noise_pending[g] = False
+                self._add_noise(int(g))
+
+    def search(
+        self,
+        slots: Sequence[int] | np.ndarray,
+        evaluate: Evaluate,
+        *,
+        simulations: int | None = None,
+        max_batch: int | None = None,
+    ) -> None:
+        """Run a whole search in each slot: start, then gather / evaluate / backup until done.
+
+        max_batch: most positions per ``evaluate`` call (a bigger gather is split)."""
+        self.start(slots, simulations)
+        active = self.unfinished(slots)
+        leaves = self.new_leaves(max(len(active), 1) * self.params.leaves_per_game)
+        while len(active):
+            n = self.gather(active, leaves)
+            if n:
+                priors, values = evaluate_in_chunks(evaluate, leaves.planes[:n], max_batch)
+                self.backup(leaves, n, priors, values)
+            active = self.unfinished(active)
+
+    def _add_noise(self, g: int) -> None:
+        P = self.trees.P[g, 0]
+        legal = P >= 0
+        eta = self._rng(g).dirichlet(np.full(int(legal.sum()), self.params.dirichlet_alpha))
+        if np.all(np.isfinite(eta)):  # tiny alpha can underflow every gamma draw to 0
+            eps = self.params.dirichlet_epsilon
+            P[legal] = (1 - eps) * P[legal] + eps * eta
+
+    # -- results -------------------------------------------------------------------------
+
+    def root_stats(self, slot: int) -> RootStats:
+        t = self.trees
+        visits = np.zeros(self.M + 1, dtype=np.int32)
+        root_visits(t, slot, visits)
+        n_root = int(t.N[slot, 0])
+        value = float(-t.W[slot, 0] / n_root) if n_root > 0 else 0.0
+        best = int(np.argmax(visits))
+        c = int(t.child[slot, 0, best])
+        best_value = float(t.W[slot, c] / t.N[slot, c]) if visits[best] > 0 else value
+        return RootStats(visits, value, best, best_value)
+
+    def choose_move(self, slot: int, tau: float, visits: np.ndarray | None = None) -> int:
+        """pi(a) proportional to N(root, a)^(1/tau), sampled with the slot's generator;
+        ``tau == 0`` means tau -> 0: the most visited move, ties broken at random."""
+        rng = self._rng(slot)
+        if visits is None:
+            visits = self.root_stats(slot).visits
+        if visits.sum() == 0:
+            raise SearchError(f"slot {slot}: no visits at the root (run a search first)")
+        if tau == 0:
+            best = np.flatnonzero(visits == visits.max())
+            return int(best[rng.integers(len(best))]) if len(best) > 1 else int(best[0])
+        weights = visits.astype(np.float64) ** (1.0 / tau)
+        return int(rng.choice(len(weights), p=weights / weights.sum()))
+
+    def _rng(self, slot: int) -> np.random.Generator:
+        rng = self.rngs[slot]
+        if rng is None:
+            raise SearchError(f"slot {slot} has no game: call reset first")
+        return rng
+
+    def pending_root(self, slot: int) -> bool:
+        """Whether slot's root has not been evaluated yet."""
+        return bool(self.trees.state[slot, 0] == UNEXPANDED)
+
+
+def evaluate_in_chunks(
+    evaluate: Evaluate, planes: np.ndarray, max_batch: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``evaluate(planes, None)`` in calls of at most ``max_batch`` positions."""
+    n = planes.shape[0]
+    if max_batch is None or n <= max_batch:
+        return evaluate(planes, None)
+    parts = [evaluate(planes[i : i + max_batch], None) for i in range(0, n, max_batch)]
+    return (
+        np.concatenate([np.asarray(p) for p, _ in parts]),
+        np.concatenate([np.asarray(v).reshape(-1) for _, v in parts]),
+    )

@@ -1,0 +1,482 @@
+"""Numba kernels of the batched MCTS (`tabula.mcts` is the Python face; read that first).
+
+Trees are structs of arrays with a leading game axis ``g`` (one tree per game slot) and a node
+axis ``n`` (``capacity`` nodes per game). Node 0 is always the root. Nodes are allocated in
+creation order, so a parent's index is always below its children's; re-rooting keeps the
+played child's subtree and compacts it to the front in the same order (`advance_root`).
+
+Statistics live on the child node of each edge: ``N[g, c]`` and ``W[g, c]`` are the paper's
+N(s, a) and W(s, a) for the edge (s, a) that leads to ``c``, with W summed from the view of
+the player who made the move a (the side to move at s), so Q(s, a) = W / N is read directly
+by the parent. ``P[g, n, a]`` is the prior of move a at node n (renormalised over the legal
+moves); ``P < 0`` marks an illegal move, which selection never looks at. ``child[g, n, a]``
+is the node reached by a, or -1 while the edge is unvisited (N = W = 0).
+
+Invariant (tested): for every expanded node, ``N[n] = 1 + sum of N over its children``: the
+1 is the visit that expanded it, and an in-flight simulation counts as a visit everywhere on
+its path (virtual loss adds 1 to N and ``-virtual_loss`` to W; the backup adds
+``v + virtual_loss`` to W and leaves N, so nothing of the virtual loss is left afterwards).
+So ``sum_b N(s, b) = N[s] - 1`` in U.
+
+All kernels are ``@njit(cache=True, nogil=True)``: nothing compiles at import, and the
+self-play loop runs them in one thread while the network evaluates in another.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from tabula.features import fill_planes
+from tabula.go.board import area_score, legal_mask, play_move
+from tabula.go.hashset import hashset_insert
+
+UNEXPANDED, EXPANDED, TERMINAL = 0, 1, 2
+FRESH, KEPT, DROPPED = 0, 1, 2  # advance_root: no subtree to keep / kept / too big to keep
+HISTORY = 8  # boards per side in the 17 input planes (paper: t, t-1, ..., t-7)
+FULL = -2  # _descend found no free node
+
+
+class Trees(NamedTuple):
+    """The arrays of G trees (G game slots, C nodes each, M points). See the module docstring.
+
+    Per node, [G, C]: parent (int32, -1 at the root), move (int16, the move from the parent,
+    -1 at the root), state (int8: UNEXPANDED = pending evaluation, EXPANDED, TERMINAL),
+    to_play (int8, +1/-1), passes (int8, consecutive passes ending here), move_number (int16,
+    moves played in the game up to this node), N (int32), W (float32, the mover's view),
+    value (float32, this node's own evaluation from its to_play's view: network or final
+    score), hash (uint64, Zobrist of the board). board: int8[G, C, M]; P: float32[G, C, M+1];
+    child: int32[G, C, M+1].
+
+    Per game, [G]: size (nodes in use), done / inflight / target (simulations finished,
+    waiting for the network, and wanted in this search), sym_state (SplitMix64 state of the
+    game's dihedral-transform draws). history: int8[G, 8, M], the real game's boards, most
+    recent (= the root board) first, zeros before the start. game_set: uint64[G, S], the hash
+    set of every position of the real game (`tabula.go.hashset`).
+    """
+
+    parent: np.ndarray
+    move: np.ndarray
+    state: np.ndarray
+    to_play: np.ndarray
+    passes: np.ndarray
+    move_number: np.ndarray
+    N: np.ndarray
+    W: np.ndarray
+    value: np.ndarray
+    hash: np.ndarray
+    board: np.ndarray
+    P: np.ndarray
+    child: np.ndarray
+    size: np.ndarray
+    done: np.ndarray
+    inflight: np.ndarray
+    target: np.ndarray
+    sym_state: np.ndarray
+    history: np.ndarray
+    game_set: np.ndarray
+
+
+def new_trees(G: int, C: int, M: int, set_size: int) -> Trees:
+    """Zeroed arrays for G trees of C nodes on a board of M points (pages are touched lazily)."""
+    per_node = {
+        "parent": np.int32, "move": np.int16, "state": np.int8, "to_play": np.int8,
+        "passes": np.int8, "move_number": np.int16, "N": np.int32, "W": np.float32,
+        "value": np.float32, "hash": np.uint64,
+    }  # fmt: skip
+    arrays = {name: np.zeros((G, C), dtype=dtype) for name, dtype in per_node.items()}
+    return Trees(
+        **arrays,
+        board=np.zeros((G, C, M), dtype=np.int8),
+        P=np.zeros((G, C, M + 1), dtype=np.float32),
+        child=np.zeros((G, C, M + 1), dtype=np.int32),
+        size=np.zeros(G, dtype=np.int32),
+        done=np.zeros(G, dtype=np.int32),
+        inflight=np.zeros(G, dtype=np.int32),
+        target=np.zeros(G, dtype=np.int32),
+        sym_state=np.zeros(G, dtype=np.uint64),
+        history=np.zeros((G, HISTORY, M), dtype=np.int8),
+        game_set=np.zeros((G, set_size), dtype=np.uint64),
+    )
+
+
+class Leaves(NamedTuple):
+    """Leaves waiting for the network: slot, node, dihedral transform k and the 17 planes
+    (already transformed by k) of leaf i; ``planes[:n]`` is the network batch.
+
+    Collisions (a selection that ended at a leaf already waiting) keep their virtual loss
+    until the batch is backed up, so the next selections of the same game look elsewhere:
+    ``coll_slot[:n_coll[0]]`` / ``coll_node`` list them for `undo_collisions`."""
+
+    slot: np.ndarray  # int32[B]
+    node: np.ndarray  # int32[B]
+    sym: np.ndarray  # int8[B]
+    planes: np.ndarray  # uint8[B, 17, N, N]
+    coll_slot: np.ndarray  # int32[4 B]
+    coll_node: np.ndarray  # int32[4 B]
+    n_coll: np.ndarray  # int64[1]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _next_sym(t, g) -> np.int64:
+    """A dihedral transform 0..7 from the game's own SplitMix64 stream."""
+    s = t.sym_state[g] + np.uint64(0x9E3779B97F4A7C15)
+    t.sym_state[g] = s
+    z = (s ^ (s >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return np.int64(z >> np.uint64(61))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _final_value(board, to_play, komi, nbr) -> float:
+    """Tromp-Taylor result (+1 win, -1 loss, 0 jigo) from ``to_play``'s view."""
+    s = area_score(board, nbr) - komi
+    w = 1.0 if s > 0 else (-1.0 if s < 0 else 0.0)
+    return w * to_play
+
+
+@njit(cache=True, nogil=True)
+def init_root(t, g, board, h, to_play, passes, move_number, komi, max_moves, nbr) -> None:
+    """Make node 0 of game g a fresh, unexpanded root at the given position (tree emptied)."""
+    t.size[g] = 1
+    t.parent[g, 0] = -1
+    t.move[g, 0] = -1
+    t.board[g, 0, :] = board
+    t.hash[g, 0] = h
+    t.to_play[g, 0] = to_play
+    t.passes[g, 0] = passes
+    t.move_number[g, 0] = move_number
+    t.N[g, 0] = 0
+    t.W[g, 0] = 0.0
+    t.child[g, 0, :] = -1
+    t.done[g] = 0
+    t.inflight[g] = 0
+    t.target[g] = 0
+    if passes >= 2 or move_number >= max_moves:
+        t.state[g, 0] = TERMINAL
+        t.value[g, 0] = _final_value(board, to_play, komi, nbr)
+    else:
+        t.state[g, 0] = UNEXPANDED
+        t.value[g, 0] = 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _select(t, g, node, c_puct, fpu) -> int:
+    """argmax_a Q + U with U = c_puct P sqrt(sum_b N_b) / (1 + N_a) over legal a (P >= 0).
+
+    Ties (all of them on a node's first visit, where sum_b N_b = 0) go to the larger P, then
+    to the lower index.
+    """
+    sqrt_n = math.sqrt(max(t.N[g, node] - 1, 0))
+    best_a, best_s, best_p = -1, -np.inf, -1.0
+    P = t.P[g, node]
+    ch = t.child[g, node]
+    for a in range(P.shape[0]):
+        p = P[a]
+        if p < 0.0:
+            continue
+        c = ch[a]
+        n = 0
+        q = fpu
+        if c >= 0:
+            n = t.N[g, c]
+            if n > 0:
+                q = t.W[g, c] / n
+        s = q + c_puct * p * sqrt_n / (1 + n)
+        if s > best_s or (s == best_s and p > best_p):
+            best_a, best_s, best_p = a, s, p
+    return best_a
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _new_node(t, g, parent, a, komi, max_moves, nbr, zob) -> int:
+    """Create the child of ``parent`` by move ``a`` (legal by the parent's mask)."""
+    c = t.size[g]
+    t.size[g] = c + 1
+    color = t.to_play[g, parent]
+    _, h = play_move(t.board[g, parent], a, color, nbr, zob, t.hash[g, parent], t.board[g, c])
+    M = t.board.shape[2]
+    t.parent[g, c] = parent
+    t.move[g, c] = a
+    t.hash[g, c] = h
+    t.to_play[g, c] = -color
+    t.passes[g, c] = t.passes[g, parent] + 1 if a == M else 0
+    t.move_number[g, c] = t.move_number[g, parent] + 1
+    t.N[g, c] = 0
+    t.W[g, c] = 0.0
+    t.child[g, c, :] = -1
+    t.child[g, parent, a] = c
+    if t.passes[g, c] >= 2 or t.move_number[g, c] >= max_moves:
+        t.state[g, c] = TERMINAL  # valued by the rules, never by the network
+        t.value[g, c] = _final_value(t.board[g, c], -color, komi, nbr)
+    else:
+        t.state[g, c] = UNEXPANDED
+    return c
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _visit(t, g, node, vl) -> None:
+    t.N[g, node] += 1  # the in-flight visit; it stays as the real one after the backup
+    t.W[g, node] -= vl
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _unvisit(t, g, node, vl) -> None:
+    while node >= 0:
+        t.N[g, node] -= 1
+        t.W[g, node] += vl
+        node = t.parent[g, node]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _backup(t, g, node, v, vl) -> None:
+    """Back up ``v`` (from ``node``'s side to move) to the root, undoing the virtual loss.
+
+    W of a node is from the view of the player who moved into it, so the leaf gets -v, its
+    parent +v, and so on: the sign flips each ply.
+    """
+    x = -v
+    while node >= 0:
+        t.W[g, node] += x + vl
+        x = -x
+        node = t.parent[g, node]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _descend(t, g, c_puct, fpu, vl, komi, max_moves, nbr, zob):
+    """One selection from the root, adding virtual loss along the path. Returns (node,
+    fresh): a node created by this call (UNEXPANDED: a leaf for the network, or TERMINAL),
+    an existing TERMINAL node, an existing UNEXPANDED node (a collision: that leaf is already
+    waiting for the network), or (FULL, False) with the virtual loss taken back."""
+    node = 0
+    _visit(t, g, 0, vl)
+    while t.state[g, node] == EXPANDED:
+        a = _select(t, g, node, c_puct, fpu)
+        c = t.child[g, node, a]
+        if c < 0:
+            if t.size[g] >= t.N.shape[1]:
+                _unvisit(t, g, node, vl)
+                return FULL, False
+            c = _new_node(t, g, node, a, komi, max_moves, nbr, zob)
+            _visit(t, g, c, vl)
+            return c, True
+        _visit(t, g, c, vl)
+        node = c
+    return node, False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _write_planes(t, g, node, perm, recent, out) -> None:
+    """The 17 planes of ``node`` under the gather index ``perm`` (a dihedral transform):
+    its board and its ancestors' in the tree, then the real game's earlier boards."""
+    M = t.board.shape[2]
+    k = 0
+    x = node
+    while k < HISTORY and x >= 0:
+        b = t.board[g, x]
+        for j in range(M):
+            recent[k, j] = b[perm[j]]
+        k += 1
+        x = t.parent[g, x]
+    for h in range(1, HISTORY - k + 1):
+        b = t.history[g, h]
+        for j in range(M):
+            recent[k, j] = b[perm[j]]
+        k += 1
+    fill_planes(recent, t.to_play[g, node], out)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add_leaf(t, g, node, leaves, i, use_sym, perms, recent) -> None:
+    k = np.int64(0)
+    if use_sym:
+        k = _next_sym(t, g)
+    leaves.slot[i] = g
+    leaves.node[i] = node
+    leaves.sym[i] = k
+    _write_planes(t, g, node, perms[k], recent, leaves.planes[i])
+    t.inflight[g] += 1
+
+
+@njit(cache=True, nogil=True)
+def gather(t, slots, leaves, per_game, c_puct, fpu, vl, komi, max_moves, nbr, zob, use_sym, perms):
+    """Select up to ``per_game`` leaves in each game of ``slots`` into ``leaves`` (virtual loss
+    keeps them apart). Terminal nodes reached on the way are backed up at once (they count as
+    simulations, not as leaves); collisions are listed in ``leaves`` (see `Leaves`). A game
+    makes at most ``4 * per_game`` selections, and none once its search has all its
+    simulations finished or in flight. Returns (leaves written, terminal visits)."""
+    M = t.board.shape[2]
+    recent = np.empty((HISTORY, M), dtype=np.int8)
+    n, terminal, n_coll = 0, 0, 0
+    for g in slots:
+        if t.state[g, 0] == UNEXPANDED:  # a fresh root: evaluate it first (not a simulation)
+            if t.inflight[g] == 0:
+                _visit(t, g, 0, vl)
+                _add_leaf(t, g, 0, leaves, n, use_sym, perms, recent)
+                n += 1
+            continue
+        got, tries = 0, 0
+        while got < per_game and tries < 4 * per_game and t.done[g] + t.inflight[g] < t.target[g]:
+            tries += 1
+            node, fresh = _descend(t, g, c_puct, fpu, vl, komi, max_moves, nbr, zob)
+            if node == FULL:
+                t.target[g] = t.done[g] + t.inflight[g]  # cannot grow: end this search early
+                break
+            if t.state[g, node] == TERMINAL:
+                _backup(t, g, node, t.value[g, node], vl)
+                t.done[g] += 1
+                terminal += 1
+            elif fresh:
+                _add_leaf(t, g, node, leaves, n, use_sym, perms, recent)
+                n += 1
+                got += 1
+            else:  # keep the virtual loss until the backup: the next selection looks elsewhere
+                leaves.coll_slot[n_coll] = g
+                leaves.coll_node[n_coll] = node
+                n_coll += 1
+    leaves.n_coll[0] = n_coll
+    return n, terminal
+
+
+@njit(cache=True, nogil=True)
+def undo_collisions(t, leaves, vl) -> None:
+    """Take back the virtual loss of the collisions listed in ``leaves`` (after a backup)."""
+    for i in range(leaves.n_coll[0]):
+        _unvisit(t, leaves.coll_slot[i], leaves.coll_node[i], vl)
+    leaves.n_coll[0] = 0
+
+
+@njit(cache=True, nogil=True)
+def expand_and_backup(t, leaves, n, priors, values, vl, nbr, zob, perms) -> None:
+    """Expand leaves ``0..n-1`` with the network's output and back their values up.
+
+    priors: float32[n, M+1] softmax over all moves in the leaf's transformed frame (mapped
+    back here), values: float32[n] from the leaf's side to move. Illegal moves (occupied,
+    suicide, positional superko against the real game and the leaf's path) get P = -1; the
+    rest are renormalised (uniform if the network gave them no mass). The root's expansion
+    (node 0) does not count as a simulation.
+    """
+    M = t.board.shape[2]
+    path = np.empty(t.move_number.shape[1] + 1, dtype=np.uint64)
+    mask = np.empty(M + 1, dtype=np.bool_)
+    for i in range(n):
+        g, node = leaves.slot[i], leaves.node[i]
+        n_path = 0
+        x = node
+        while x > 0:  # the root's position is already in the real game's set
+            path[n_path] = t.hash[g, x]
+            n_path += 1
+            x = t.parent[g, x]
+        count = legal_mask(
+            t.board[g, node], t.to_play[g, node], nbr, zob, t.hash[g, node],
+            t.game_set[g], path, n_path, mask,
+        )  # fmt: skip
+        perm = perms[leaves.sym[i]]
+        P = t.P[g, node]
+        total = 0.0
+        for j in range(M + 1):
+            a = perm[j]  # transformed point j is original point perm[j]
+            if mask[a]:
+                p = max(float(priors[i, j]), 0.0)
+                P[a] = p
+                total += p
+            else:
+                P[a] = -1.0
+        for a in range(M + 1):
+            if mask[a]:
+                P[a] = P[a] / total if total > 0.0 else 1.0 / count
+        t.state[g, node] = EXPANDED
+        t.value[g, node] = values[i]
+        _backup(t, g, node, values[i], vl)
+        t.inflight[g] -= 1
+        if node != 0:
+            t.done[g] += 1
+
+
+@njit(cache=True, nogil=True)
+def _keep_subtree(t, g, root, remap) -> int:
+    """remap[i] = new index of node i in the subtree of ``root`` (creation order), else -1."""
+    for i in range(t.size[g]):
+        remap[i] = -1
+    kept = 0
+    for i in range(root, t.size[g]):
+        if i == root or (t.parent[g, i] >= root and remap[t.parent[g, i]] >= 0):
+            remap[i] = kept
+            kept += 1
+    return kept
+
+
+@njit(cache=True, nogil=True)
+def _compact(t, g, remap) -> None:
+    """Move the kept nodes to the front; new index <= old index, so in-place is safe."""
+    for i in range(t.size[g]):
+        j = remap[i]
+        if j < 0:
+            continue
+        p = t.parent[g, i]
+        t.parent[g, j] = remap[p] if j > 0 else -1
+        t.move[g, j] = t.move[g, i] if j > 0 else -1
+        t.state[g, j] = t.state[g, i]
+        t.to_play[g, j] = t.to_play[g, i]
+        t.passes[g, j] = t.passes[g, i]
+        t.move_number[g, j] = t.move_number[g, i]
+        t.N[g, j] = t.N[g, i]
+        t.W[g, j] = t.W[g, i]
+        t.value[g, j] = t.value[g, i]
+        t.hash[g, j] = t.hash[g, i]
+        if j != i:
+            t.board[g, j, :] = t.board[g, i]
+            t.P[g, j, :] = t.P[g, i]
+        ch = t.child[g, i]
+        for a in range(ch.shape[0]):
+            c = ch[a]
+            t.child[g, j, a] = remap[c] if c >= 0 else -1
+
+
+@njit(cache=True, nogil=True)
+def advance_root(t, g, move, reserve, komi, max_moves, nbr, zob) -> int:
+    """Play ``move`` (legal) in game g's real game and re-root its tree.
+
+    The real game's history and hash set get the new position. If the move's child is an
+    expanded node whose subtree leaves room for ``reserve`` more nodes, it becomes the root
+    with all its statistics (paper, Methods: tree reuse) and the rest is freed; otherwise the
+    tree restarts from a fresh root. Returns KEPT, DROPPED (too big) or FRESH (no subtree).
+    """
+    c = t.child[g, 0, move]
+    color = t.to_play[g, 0]
+    h = t.hash[g, 0]
+    board = np.empty(t.board.shape[2], dtype=np.int8)
+    _, h = play_move(t.board[g, 0], move, color, nbr, zob, h, board)
+    for k in range(HISTORY - 1, 0, -1):
+        t.history[g, k, :] = t.history[g, k - 1]
+    t.history[g, 0, :] = board
+    hashset_insert(t.game_set[g], h)  # a pass repeats a stored position: no change
+    M = t.board.shape[2]
+    passes = t.passes[g, 0] + 1 if move == M else 0
+    move_number = t.move_number[g, 0] + 1
+    if c >= 0 and t.state[g, c] == EXPANDED:
+        remap = np.empty(t.size[g], dtype=np.int32)
+        kept = _keep_subtree(t, g, c, remap)
+        if kept + reserve <= t.N.shape[1]:
+            _compact(t, g, remap)
+            t.size[g] = kept
+            t.done[g] = 0
+            t.target[g] = 0
+            return KEPT
+        init_root(t, g, board, h, -color, passes, move_number, komi, max_moves, nbr)
+        return DROPPED
+    init_root(t, g, board, h, -color, passes, move_number, komi, max_moves, nbr)
+    return FRESH
+
+
+@njit(cache=True, nogil=True)
+def root_visits(t, g, out) -> None:
+    """out[a] = N(root, a) for every move a (0 for unvisited and illegal moves)."""
+    ch = t.child[g, 0]
+    for a in range(ch.shape[0]):
+        c = ch[a]
+        out[a] = t.N[g, c] if c >= 0 else 0

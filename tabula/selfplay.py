@@ -1,0 +1,296 @@
+"""The self-play game loop: many games at once, one network batch per step (no I/O).
+
+`play_games` keeps ``concurrent_games`` games in a `BatchedMCTS` and yields each finished game
+as a `GameRecord`, then starts the next one in its slot. Per move (paper, Methods
+"Self-play"): a search of ``simulations`` from the reused root with fresh Dirichlet noise;
+pi = the root's visit distribution; the move is sampled from pi (tau = 1) for the first
+``temperature_moves`` moves, then the most visited (tau -> 0); the side to move resigns when
+its root value and best child value are both below ``v_resign``, except in the
+``resign_disabled_fraction`` of games that play to the end to calibrate the threshold
+(`tabula.resign`). A game ends on resignation, two passes in a row or 2 N^2 moves; z is the
+final result from each position's side to move (+1 win, -1 loss, 0 jigo).
+
+Randomness: game i draws everything (resign-disabled flag, noise, move sampling, dihedral
+transforms) from its own generator, the i-th child spawned from the ``rng`` given. With an
+evaluator that answers each position independently of the batch around it (a network in a
+fixed precision, up to the kernels' batch-size effects), a game is the same whether it is
+played alone or among others, with or without ``overlap``.
+
+``overlap=True`` splits the slots into two halves and evaluates one half in a second thread
+while the tree and rules kernels (numba, GIL released) work on the other, so the CPU is busy
+during network calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tabula.config import Config
+from tabula.go.game import Game
+from tabula.mcts import BatchedMCTS, Evaluate, SearchParams, evaluate_in_chunks
+from tabula.resign import ResignTrace, should_resign
+
+
+@dataclass(frozen=True)
+class SelfPlayParams:
+    """Everything the loop needs (the config's rules, search and selfplay sections, resolved).
+
+    temperature_moves: moves played at tau = 1; v_resign: None never resigns;
+    batch_size: the most positions per network call.
+    """
+
+    board_size: int
+    komi: float
+    search: SearchParams
+    temperature_moves: int
+    v_resign: float | None
+    resign_disabled_fraction: float
+    concurrent_games: int
+    batch_size: int
+
+    @classmethod
+    def from_config(cls, cfg: Config, v_resign: float | None | str = "config") -> SelfPlayParams:
+        """From a config; ``v_resign`` overrides the configured threshold (a calibrated one)."""
+        sp, N = cfg.selfplay, cfg.rules.board_size
+        return cls(
+            board_size=N,
+            komi=cfg.rules.komi,
+            search=SearchParams.from_config(cfg),
+            temperature_moves=sp.temperature_moves_for(N),
+            v_resign=sp.v_resign if v_resign == "config" else v_resign,  # type: ignore[arg-type]
+            resign_disabled_fraction=sp.resign_disabled_fraction,
+            concurrent_games=sp.concurrent_games,
+            batch_size=sp.batch_size,
+        )
+
+
+@dataclass(frozen=True)
+class GameRecord:
+    """One finished self-play game. T = number of moves played (positions searched).
+
+    moves: int16[T] flat moves (pass = M); to_play: int8[T] side to move before each move;
+    pi: float32[T, M+1] the search's visit distribution (N / sum N, whatever tau chose);
+    root_values / best_child_values: float32[T], from the side to move; winner: +1 black,
+    -1 white, 0 jigo; score: Tromp-Taylor black - white - komi (None if resigned);
+    resigned: 0, or the colour that resigned; resign_disabled: resignation was off.
+    """
+
+    index: int
+    board_size: int
+    komi: float
+    moves: np.ndarray
+    to_play: np.ndarray
+    pi: np.ndarray
+    root_values: np.ndarray
+    best_child_values: np.ndarray
+    winner: int
+    score: float | None
+    resigned: int
+    resign_disabled: bool
+
+    @property
+    def length(self) -> int:
+        return int(self.moves.shape[0])
+
+    @property
+    def z(self) -> np.ndarray:
+        """float32[T]: the game's result from the side to move at each position."""
+        return (self.winner * self.to_play).astype(np.float32)
+
+    def history(self) -> list[tuple[int, int]]:
+        """(colour, move) pairs, as `tabula.sgf` and `Game.history` use them."""
+        return [(int(c), int(m)) for c, m in zip(self.to_play, self.moves, strict=True)]
+
+    def planes(self) -> np.ndarray:
+        """uint8[T, 17, N, N]: the network input at each position (replayed with `Game`)."""
+        game = Game(self.board_size, self.komi)
+        out = np.empty((self.length, 17, self.board_size, self.board_size), dtype=np.uint8)
+        for t, move in enumerate(self.moves):
+            out[t] = game.features()
+            game.play(int(move))
+        return out
+
+    def resign_trace(self) -> ResignTrace:
+        return ResignTrace.from_search(
+            self.to_play, self.root_values, self.best_child_values, self.winner
+        )
+
+
+@dataclass
+class SelfPlayStats:
+    """Running counters (updated as games progress). reused / dropped: moves whose search
+    tree was kept / too big to keep (`BatchedMCTS`)."""
+
+    games: int = 0
+    positions: int = 0
+    simulations: int = 0
+    evaluations: int = 0
+    network_calls: int = 0
+    resigned: int = 0
+    resign_disabled: int = 0
+    reused: int = 0
+    dropped: int = 0
+
+
+@dataclass
+class _Slot:
+    """A game in progress in one search slot."""
+
+    index: int
+    rng: np.random.Generator
+    resign_disabled: bool
+    moves: list[int] = field(default_factory=list)
+    to_play: list[int] = field(default_factory=list)
+    pi: list[np.ndarray] = field(default_factory=list)
+    root_values: list[float] = field(default_factory=list)
+    best_values: list[float] = field(default_factory=list)
+
+
+class _Loop:
+    """The state of one `play_games` call: the searches, the slots and the game queue."""
+
+    def __init__(self, evaluate: Evaluate, params: SelfPlayParams, n_games: int,
+                 rng: np.random.Generator, stats: SelfPlayStats) -> None:  # fmt: skip
+        self.evaluate, self.params, self.stats = evaluate, params, stats
+        G = max(1, min(params.concurrent_games, n_games))
+        self.mcts = BatchedMCTS(G, params.board_size, params.komi, params.search)
+        self.rng, self.n_games, self.next_game = rng, n_games, 0
+        self.slots: list[_Slot | None] = [None] * G
+        for s in range(G):
+            self._start_game(s)
+
+    def _start_game(self, s: int) -> None:
+        if self.next_game >= self.n_games:
+            self.slots[s] = None
+            return
+        i = self.next_game
+        self.next_game += 1
+        rng = self.rng.spawn(1)[0]  # the i-th child, as rng.spawn(n_games)[i] would give
+        disabled = bool(rng.random() < self.params.resign_disabled_fraction)
+        self.slots[s] = _Slot(i, rng, disabled)
+        self.mcts.reset(s, rng)
+        self.mcts.start([s])
+
+    def live(self, slots: np.ndarray) -> np.ndarray:
+        return np.array([s for s in slots if self.slots[s] is not None], dtype=np.int64)
+
+    def evaluate_batch(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.stats.network_calls += -(-planes.shape[0] // self.params.batch_size)
+        return evaluate_in_chunks(self.evaluate, planes, self.params.batch_size)
+
+    def after_search(self, slots: np.ndarray) -> Iterator[GameRecord]:
+        """Play a move in every slot whose search is complete; yield the games that end."""
+        mcts = self.mcts
+        searching = set(mcts.unfinished(slots).tolist())
+        for s in slots:
+            if s in searching or self.slots[s] is None:
+                continue
+            record = self._move(int(s))
+            if record is not None:
+                self._start_game(int(s))
+                yield record
+        self.stats.simulations, self.stats.evaluations = mcts.simulations, mcts.evaluations
+        self.stats.reused, self.stats.dropped = mcts.reused, mcts.dropped
+
+    def _move(self, s: int) -> GameRecord | None:
+        """One move in slot s from its finished search; the record if the game ended."""
+        mcts, game, p = self.mcts, self.slots[s], self.params
+        assert game is not None
+        stats = mcts.root_stats(s)
+        color = mcts.to_play(s)
+        if not game.resign_disabled and should_resign(stats.value, stats.best_value, p.v_resign):
+            return self._finish(s, winner=-color, score=None, resigned=color)
+        tau = 1.0 if mcts.move_number(s) < p.temperature_moves else 0.0
+        move = mcts.choose_move(s, tau, stats.visits)
+        game.moves.append(move)
+        game.to_play.append(color)
+        game.pi.append((stats.visits / stats.visits.sum()).astype(np.float32))
+        game.root_values.append(stats.value)
+        game.best_values.append(stats.best_value)
+        self.stats.positions += 1
+        mcts.play(s, move)
+        if mcts.is_over(s):
+            score = mcts.score(s)
+            return self._finish(s, winner=int(np.sign(score)), score=score, resigned=0)
+        mcts.start([s])
+        return None
+
+    def _finish(self, s: int, winner: int, score: float | None, resigned: int) -> GameRecord:
+        game, p = self.slots[s], self.params
+        assert game is not None
+        M = p.board_size**2
+        self.stats.games += 1
+        self.stats.resigned += resigned != 0
+        self.stats.resign_disabled += game.resign_disabled
+        return GameRecord(
+            index=game.index,
+            board_size=p.board_size,
+            komi=p.komi,
+            moves=np.asarray(game.moves, dtype=np.int16),
+            to_play=np.asarray(game.to_play, dtype=np.int8),
+            pi=np.asarray(game.pi, dtype=np.float32).reshape(-1, M + 1),
+            root_values=np.asarray(game.root_values, dtype=np.float32),
+            best_child_values=np.asarray(game.best_values, dtype=np.float32),
+            winner=winner,
+            score=score,
+            resigned=resigned,
+            resign_disabled=game.resign_disabled,
+        )
+
+
+def play_games(
+    evaluate: Evaluate,
+    params: SelfPlayParams,
+    n_games: int,
+    rng: np.random.Generator,
+    *,
+    overlap: bool = False,
+    stats: SelfPlayStats | None = None,
+) -> Iterator[GameRecord]:
+    """Play ``n_games`` self-play games; yield each as it finishes (see the module docstring).
+
+    evaluate: ``(planes, rng) -> (priors, values)``, called with ``rng=None``. stats: filled
+    in as the games progress (pass one to watch throughput).
+    """
+    if n_games < 1:
+        return
+    loop = _Loop(evaluate, params, n_games, rng, stats if stats is not None else SelfPlayStats())
+    G = loop.mcts.n_games
+    if not overlap or G < 2:
+        yield from _run_halves(loop, [np.arange(G)], None)
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tabula-eval") as pool:
+        yield from _run_halves(loop, [np.arange(0, G, 2), np.arange(1, G, 2)], pool)
+
+
+def _run_halves(
+    loop: _Loop, groups: list[np.ndarray], pool: ThreadPoolExecutor | None
+) -> Iterator[GameRecord]:
+    """Round-robin over slot groups: while one group's batch is in the network (in ``pool``,
+    if given), the next group's backup, moves and selection run here."""
+    mcts, L = loop.mcts, loop.params.search.leaves_per_game
+    leaves = [mcts.new_leaves(len(g) * L) for g in groups]
+    pending: list[tuple[int, Future | tuple[np.ndarray, np.ndarray] | None]] = [
+        (0, None) for _ in groups
+    ]
+    while any(len(loop.live(g)) for g in groups):
+        for k, group in enumerate(groups):
+            n, job = pending[k]
+            if job is not None:
+                priors, values = job.result() if isinstance(job, Future) else job
+                mcts.backup(leaves[k], n, priors, values)
+            yield from loop.after_search(loop.live(group))
+            live = mcts.unfinished(loop.live(group))
+            n = mcts.gather(live, leaves[k]) if len(live) else 0
+            planes = leaves[k].planes[:n]
+            if not n:
+                job = None
+            elif pool is None:
+                job = loop.evaluate_batch(planes)
+            else:
+                job = pool.submit(loop.evaluate_batch, planes)
+            pending[k] = (n, job)

@@ -1,0 +1,141 @@
+"""The self-play worker end to end with a tiny real network: shards, SGFs, determinism."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from model.network import CheckpointError, make_network, save_checkpoint
+from model.shards import read_shard, validate_shard
+from tabula.config import load_config
+from tabula.go.game import Game
+from tabula.resign import ResignTrace, calibrate_samples
+from tabula.sgf import read_sgf, replay
+from tasks.selfplay import WorkerProgress, run_worker
+
+OVERRIDES = [
+    "rules.board_size=5",
+    "rules.komi=0.5",
+    "network.blocks=1",
+    "network.filters=8",
+    "network.value_hidden=16",
+    "search.simulations=8",
+    "search.leaves_per_game=2",
+    "selfplay.concurrent_games=3",
+    "selfplay.sgf_sample=2",
+    "selfplay.resign_disabled_fraction=0.5",
+    "selfplay.v_resign=-0.2",
+    "pipeline.device=cpu",
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Tiny batches on a busy 2-core machine: a second OpenMP thread only adds waiting."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config(None, OVERRIDES)
+
+
+@pytest.fixture(scope="module")
+def first_run(cfg, tmp_path_factory):
+    out = tmp_path_factory.mktemp("a")
+    seen: list[WorkerProgress] = []
+    result = run_worker(cfg, "random", out, games=5, seed=11, iteration=2, worker=1,
+                        progress=seen.append)  # fmt: skip
+    return out, result, seen
+
+
+def test_same_seed_gives_identical_bytes(cfg, first_run, tmp_path: Path) -> None:
+    out, result, _ = first_run
+    again = run_worker(cfg, "random", tmp_path, games=5, seed=11, iteration=2, worker=1)
+    assert [p.name for p in again.shards] == [p.name for p in result.shards]
+    for a, b in zip(result.shards + result.sgfs, again.shards + again.sgfs, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    other = run_worker(cfg, "random", tmp_path / "other", games=5, seed=12, iteration=2, worker=1)
+    assert other.shards[0].read_bytes() != result.shards[0].read_bytes()
+
+
+def test_shards_hold_every_position(cfg, first_run) -> None:
+    out, result, seen = first_run
+    assert result.games == 5 and len(seen) == 5 and seen[-1].games == 5
+    assert [p.parent for p in result.shards] == [out] and not list(out.glob(".*tmp"))
+    validate_shard(result.shards[0], expect_board_size=5)
+    rows = read_shard(result.shards[0], expect_board_size=5)
+    assert len(rows.z) == result.positions > 0
+    assert set(rows.iteration) == {2} and set(rows.model_id) == {result.model_id}
+    assert len(set(rows.game_id)) == 5 and set(np.unique(rows.z)) <= {-1.0, 0.0, 1.0}
+    np.testing.assert_allclose(rows.pi.sum(1), 1, rtol=1e-5)
+    # Replay each game (the move at row i is the mover's new stone in row i + 1, or a pass):
+    # every row's planes are that position's features, its pi is over legal moves only.
+    for gid in np.unique(rows.game_id):
+        idx = np.flatnonzero(rows.game_id == gid)
+        assert (rows.move_number[idx] == np.arange(len(idx))).all()
+        assert len(set(rows.resign_disabled[idx])) == 1
+        game = Game(5, 0.5)
+        for i in idx:
+            assert (rows.planes[i] == game.features()).all()
+            assert rows.to_play[i] == game.to_play
+            assert (rows.pi[i][~game.legal_mask()] == 0).all()
+            if i != idx[-1]:
+                game.play(move_between(rows.planes[i], rows.planes[i + 1]))
+
+
+def move_between(before: np.ndarray, after: np.ndarray) -> int:
+    """The move from the position of ``before`` to that of ``after`` (17-plane stacks)."""
+    mover_before, mover_after = before[0].ravel(), after[8].ravel()
+    new = np.flatnonzero((mover_after == 1) & (mover_before == 0))
+    assert len(new) <= 1
+    return int(new[0]) if len(new) else mover_before.size
+
+
+def test_sgf_sample_replays(cfg, first_run) -> None:
+    _, result, _ = first_run
+    assert sorted(p.name for p in result.sgfs) == ["i0002-w01-g000000.sgf", "i0002-w01-g000001.sgf"]
+    for path in result.sgfs:
+        record = read_sgf(path.read_bytes())
+        game = replay(record)
+        assert record.size == 5 and record.komi == 0.5
+        if record.result.endswith("+R"):
+            assert not game.is_over()
+        else:
+            assert game.is_over()
+            expected = "0" if game.score() == 0 else f"{'B' if game.score() > 0 else 'W'}+"
+            assert record.result.startswith(expected)
+
+
+def test_resign_samples_feed_calibration(first_run) -> None:
+    _, result, _ = first_run
+    data = result.to_dict()
+    assert data["resign_disabled_games"] == len(data["resign_samples"])
+    traces = [ResignTrace.from_dict(s) for s in data["resign_samples"]]
+    assert data["false_positives"] == sum(t.false_positive(-0.2) for t in traces)
+    v, rate = calibrate_samples(data["resign_samples"], data["v_resign"], min_games=1)
+    if traces:
+        assert -1 <= v <= 1 and 0 <= rate <= 1
+    assert isinstance(data["shards"][0], str) and data["evaluations_per_s"] > 0
+
+
+def test_checkpoint_model_and_small_shards(cfg, tmp_path: Path) -> None:
+    net = make_network(5, 1, 8, seed=3, value_hidden=16)
+    ckpt = save_checkpoint(tmp_path / "m.pt", net, {"model_id": "run/iter-0007"})
+    result = run_worker(cfg, ckpt, tmp_path / "out", games=3, seed=0, rows_per_shard=1,
+                        overlap=True)  # fmt: skip
+    assert len(result.shards) == 3 and result.model_id == "run/iter-0007"
+    assert sum(len(read_shard(p).z) for p in result.shards) == result.positions
+
+
+def test_bad_model_and_bad_games(cfg, tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="missing.pt"):
+        run_worker(cfg, tmp_path / "missing.pt", tmp_path, games=1, seed=0)
+    with pytest.raises(ValueError, match="games"):
+        run_worker(cfg, "random", tmp_path, games=0, seed=0)
