@@ -185,6 +185,7 @@ def _system(cfg: Config, init: Path | None, seed: int) -> tuple[AlphaZeroSystem,
         log_every_n_steps=LOG_EVERY_N_STEPS,
     )
     if kind == "exported":
+        assert init is not None
         try:
             net, _ = load_checkpoint(init, expect_board_size=cfg.rules.board_size)
         except CheckpointError as e:
@@ -212,6 +213,15 @@ def _quiet_and_deterministic() -> Iterator[None]:
     finally:
         torch.use_deterministic_algorithms(was)
         lg.setLevel(level)
+
+
+def _logger(tracking_uri: str | None, run_id: str | None) -> Any:
+    """Lightning's MLflow logger on the caller's run (a new run if none), or no logger."""
+    if tracking_uri is None:
+        return False
+    return _BorrowedRunLogger(
+        tracking_uri=tracking_uri, run_id=run_id, experiment_name="tabula-train"
+    )
 
 
 def _trainer(
@@ -302,24 +312,13 @@ def train_stage(
     init = None if init is None else Path(init)
     ckpt = Path(ckpt) if ckpt is not None else out.with_name(CKPT_NAME)
     t = cfg.training
-    dm = ShardDataModule(
-        data,
-        cfg.rules.board_size,
-        t.batch_size,
-        steps,
-        seed,
-        window_games=t.window_games,
-        window_iterations=t.window_iterations,
-        num_workers=t.num_workers,
-    )
+    dm = ShardDataModule(data, cfg.rules.board_size, t.batch_size, steps, seed,
+                         window_games=t.window_games, window_iterations=t.window_iterations,
+                         num_workers=t.num_workers)  # fmt: skip
     with _quiet_and_deterministic():
         dm.setup("fit")  # every shard validated before anything else happens
         system, resume, max_epochs = _system(cfg, init, seed)
-        logger: Any = False
-        if tracking_uri is not None:
-            logger = _BorrowedRunLogger(
-                tracking_uri=tracking_uri, run_id=mlflow_run_id, experiment_name="tabula-train"
-            )
+        logger = _logger(tracking_uri, mlflow_run_id)
         out.parent.mkdir(parents=True, exist_ok=True)
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         trainer = _trainer(cfg, out, ckpt, max_epochs, logger, progress, steps)
@@ -329,8 +328,8 @@ def train_stage(
         seconds = time.perf_counter() - started
         _save_trainer(trainer, ckpt)
     save_checkpoint(out, system.net, _lineage(cfg, init, dm, system, seed, steps, model_id))
-    losses = system.final_losses
     assert dm.window is not None
+    losses = system.final_losses
     return TrainResult(
         model=out,
         ckpt=ckpt,

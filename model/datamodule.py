@@ -1,0 +1,394 @@
+"""The training data path: a window of recent self-play positions, sampled uniformly, augmented.
+
+Window (Silver et al. 2017, Methods, "Optimization": mini-batches are "sampled uniformly at random
+from all positions of the most recent 500,000 games"): over a list of shard files and folders
+(folders are searched recursively for ``*.parquet``), keep
+
+1. the games of the most recent ``window_iterations`` iterations present (None: all), then
+2. the most recent ``window_games`` of those (None: all),
+3. trimmed further, oldest games first, so that the kept positions fit in ``max_bytes``
+   (a warning says so).
+
+Games are ordered by (iteration, the shard's place in the expanded list, first row in the shard):
+within an iteration a later shard counts as more recent. A game is (shard, game_id).
+
+Every listed shard is fully validated (``model.shards.validate_shard``) in ``setup``, before the
+first step: a corrupt, truncated or foreign file raises ``ShardError`` naming it.
+
+Memory: positions stay as they are on disk, planes bit-packed (ceil(17*M/8) bytes, 173 on 9x9)
+plus pi (4*(M+1) bytes) and z; only the rows of a batch are unpacked.
+
+Sampling: each batch is ``batch_size`` positions drawn uniformly with replacement, each under a
+random one of the 8 dihedral transforms (paper, Methods, "data augmentation"), planes and pi
+transformed together (``tabula.features`` index contract). All randomness is drawn in the main
+process by ``WindowSampler`` from the seed, so batches do not depend on ``num_workers``; one pass
+over the sampler is ``steps`` batches, one Lightning epoch (one training stage).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytorch_lightning as pl
+import torch
+from numba import njit
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from model.shards import (
+    ShardError,
+    ShardRecords,
+    packed_width,
+    read_shard_packed,
+    unpack_planes,
+    validate_shard,
+)
+from tabula.features import NUM_PLANES, NUM_SYMMETRIES, symmetry_permutations
+
+log = logging.getLogger(__name__)
+
+#: Default bound on the in-memory window (packed planes + pi + z).
+DEFAULT_MAX_BYTES = 4 << 30
+
+
+class DataWindowError(ValueError):
+    """The data window cannot be built (no shards, a missing path, no positions); one line."""
+
+
+def find_shards(paths: Sequence[str | Path]) -> list[Path]:
+    """Files as given, folders expanded to their ``*.parquet`` files in sorted order."""
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            out.extend(sorted(f for f in p.rglob("*.parquet") if f.is_file()))
+        elif p.exists():
+            out.append(p)
+        else:
+            raise DataWindowError(f"{p}: no such shard file or folder")
+    if not out:
+        raise DataWindowError(f"no *.parquet shards in {', '.join(map(str, paths)) or '[]'}")
+    return out
+
+
+def bytes_per_position(board_size: int) -> int:
+    """In-memory cost of one position in the window: packed planes, pi (float32), z."""
+    M = board_size * board_size
+    return packed_width(board_size) + 4 * (M + 1) + 4
+
+
+@dataclass(frozen=True)
+class PositionWindow:
+    """The positions of the window, planes still bit-packed.
+
+    ``packed: uint8[P, ceil(17*M/8)]``, ``pi: float32[P, M+1]``, ``z: float32[P]`` (+1/-1/0 from
+    the side to move). ``shards`` lists every validated shard, ``used`` those with rows in it.
+    """
+
+    board_size: int
+    packed: np.ndarray
+    pi: np.ndarray
+    z: np.ndarray
+    shards: tuple[Path, ...]
+    used: tuple[Path, ...]
+    games: int
+    iterations: tuple[int, ...]
+    dropped_games: int = 0
+
+    def __len__(self) -> int:
+        return int(self.z.shape[0])
+
+    def batch(
+        self, rows: np.ndarray, syms: np.ndarray | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` for ``rows``.
+
+        With ``syms`` (int[B] in 0..7) row b is returned under transform ``syms[b]``: planes and
+        pi are gathered with ``symmetry_permutations(N)[syms[b]]`` (pass entry unchanged).
+        """
+        N, B = self.board_size, len(rows)
+        M = N * N
+        bits = unpack_planes(self.packed[rows], N).reshape(B, NUM_PLANES * M)
+        if syms is None:
+            planes, pi = bits, self.pi[rows]
+        else:
+            planes = np.empty_like(bits)
+            pi = np.empty((B, M + 1), dtype=np.float32)
+            _gather_symmetries(bits, self.pi, rows, syms, symmetry_permutations(N), planes, pi)
+        return (
+            torch.from_numpy(planes.reshape(B, NUM_PLANES, N, N)),
+            torch.from_numpy(pi),
+            torch.from_numpy(self.z[rows]),
+        )
+
+
+@njit(cache=True, nogil=True)
+def _gather_symmetries(
+    bits: np.ndarray,
+    pi: np.ndarray,
+    rows: np.ndarray,
+    syms: np.ndarray,
+    perm: np.ndarray,
+    planes_out: np.ndarray,
+    pi_out: np.ndarray,
+) -> None:
+    """planes_out[b, c*M + j] = bits[b, c*M + perm[syms[b], j]] and pi_out[b] = pi[rows[b]]
+    gathered the same way: one pass instead of numpy's slow per-element fancy indexing."""
+    M = perm.shape[1] - 1
+    C = planes_out.shape[1] // M
+    for b in range(bits.shape[0]):
+        p = perm[syms[b]]
+        for c in range(C):
+            base = c * M
+            for j in range(M):
+                planes_out[b, base + j] = bits[b, base + p[j]]
+        r = rows[b]
+        for j in range(M + 1):
+            pi_out[b, j] = pi[r, p[j]]
+
+
+def _game_table(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per game of one shard, by first appearance: (iteration, first row, row -> game index)."""
+    table = pq.read_table(path, columns=["iteration", "game_id"])
+    iteration = table.column("iteration").to_numpy()
+    game_id = table.column("game_id").to_numpy(zero_copy_only=False).astype(np.str_)
+    _, first, inverse = np.unique(game_id, return_index=True, return_inverse=True)
+    # np.unique sorts by id; renumber games by first appearance so row order defines recency.
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return iteration[first[order]], first[order], rank[inverse]
+
+
+def _select_games(
+    games: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    window_games: int | None,
+    window_iterations: int | None,
+) -> list[np.ndarray]:
+    """Per shard, a bool mask over its games: inside the window (before the memory bound)."""
+    keys = np.concatenate(  # (iteration, shard index, first row) of every game
+        [np.stack([it, np.full_like(it, s), first], 1) for s, (it, first, _) in enumerate(games)]
+    ).astype(np.int64)
+    keep = np.ones(len(keys), dtype=bool)
+    if window_iterations is not None:
+        recent = np.unique(keys[:, 0])[-window_iterations:]
+        keep &= np.isin(keys[:, 0], recent)
+    order = np.lexsort((keys[:, 2], keys[:, 1], keys[:, 0]))  # oldest first
+    if window_games is not None:
+        kept = order[keep[order]]
+        keep[kept[: max(len(kept) - window_games, 0)]] = False
+    splits = np.cumsum([len(g[0]) for g in games])[:-1]
+    return np.split(keep, splits)
+
+
+def _bound_memory(
+    games: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    masks: list[np.ndarray],
+    max_positions: int,
+) -> int:
+    """Drop the oldest kept games (in place in ``masks``) until at most ``max_positions`` rows
+    remain; returns how many games were dropped."""
+    sizes = [np.bincount(inv, minlength=len(it)) for it, _, inv in games]
+    keys, size, where = [], [], []
+    for s, ((it, first, _), n, m) in enumerate(zip(games, sizes, masks, strict=True)):
+        idx = np.flatnonzero(m)
+        keys.append(np.stack([it[idx], np.full(len(idx), s), first[idx]], 1))
+        size.append(n[idx])
+        where.append(np.stack([np.full(len(idx), s), idx], 1))
+    k, n, w = np.concatenate(keys), np.concatenate(size), np.concatenate(where)
+    order = np.lexsort((k[:, 2], k[:, 1], k[:, 0]))[::-1]  # newest first
+    fits = np.cumsum(n[order]) <= max_positions
+    drop = w[order[~fits]]
+    for s, g in drop:
+        masks[s][g] = False
+    return len(drop)
+
+
+def _read_rows(
+    files: list[Path], rows: list[np.ndarray], board_size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(packed, pi, z) of the selected ``rows`` (a bool mask per file), in file order."""
+    total = int(sum(r.sum() for r in rows))
+    M = board_size * board_size
+    packed = np.empty((total, packed_width(board_size)), dtype=np.uint8)
+    pi = np.empty((total, M + 1), dtype=np.float32)
+    z = np.empty(total, dtype=np.float32)
+    at = 0
+    for f, r in zip(files, rows, strict=True):
+        if not r.any():
+            continue
+        shard = read_shard_packed(f, expect_board_size=board_size)
+        if len(shard) != len(r):
+            raise ShardError(f"{f}: changed while the data window was being read")
+        n = int(r.sum())
+        packed[at : at + n] = shard.packed_planes[r]
+        pi[at : at + n] = shard.pi[r]
+        z[at : at + n] = shard.z[r]
+        at += n
+    return packed, pi, z
+
+
+def load_window(
+    paths: Sequence[str | Path],
+    board_size: int,
+    *,
+    window_games: int | None = None,
+    window_iterations: int | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> PositionWindow:
+    """Validate every shard under ``paths``, then load the window (module docstring) packed.
+
+    Raises ``ShardError`` naming the first bad shard (nothing is loaded before all pass) and
+    ``DataWindowError`` when there is nothing to train on.
+    """
+    files = find_shards(paths)
+    for f in files:
+        validate_shard(f, expect_board_size=board_size)
+    games = [_game_table(f) for f in files]
+    masks = _select_games(games, window_games, window_iterations)
+    dropped = _bound_memory(games, masks, max_bytes // bytes_per_position(board_size))
+    if dropped:
+        log.warning(
+            "data window trimmed: %d oldest games dropped to stay within %d bytes",
+            dropped,
+            max_bytes,
+        )
+    rows = [m[inv] for (_, _, inv), m in zip(games, masks, strict=True)]
+    if not any(r.any() for r in rows):
+        raise DataWindowError(f"the data window holds no positions ({len(files)} shards)")
+    packed, pi, z = _read_rows(files, rows, board_size)
+    kept = [(f, g[0][m]) for f, g, m in zip(files, games, masks, strict=True) if m.any()]
+    return PositionWindow(
+        board_size=board_size,
+        packed=packed,
+        pi=pi,
+        z=z,
+        shards=tuple(files),
+        used=tuple(f for f, _ in kept),
+        games=int(sum(m.sum() for m in masks)),
+        iterations=tuple(sorted({int(i) for _, its in kept for i in its})),
+        dropped_games=dropped,
+    )
+
+
+def synthetic_records(
+    board_size: int, games: int, moves: int, seed: int, iteration: int = 0, prefix: str = "g"
+) -> ShardRecords:
+    """Random but schema-valid positions (for tests and benchmarks): ``games`` games of
+    ``moves`` positions, random stone planes, a colour plane matching ``to_play``, pi from a
+    Dirichlet(0.3), z = +-1 per game flipping with the side to move."""
+    rng = np.random.default_rng(seed)
+    R, M = games * moves, board_size * board_size
+    move_number = np.tile(np.arange(moves, dtype=np.int32), games)
+    to_play = np.where(move_number % 2 == 0, 1, -1).astype(np.int8)
+    planes = (rng.random((R, NUM_PLANES, board_size, board_size)) < 0.3).astype(np.uint8)
+    planes[:, NUM_PLANES - 1] = (to_play == 1)[:, None, None]
+    winner = np.repeat(rng.choice([-1, 1], games), moves)
+    return ShardRecords(
+        planes=planes,
+        pi=rng.dirichlet(np.full(M + 1, 0.3), R).astype(np.float32),
+        z=(winner * to_play).astype(np.float32),
+        to_play=to_play,
+        game_id=np.repeat([f"{prefix}{i}" for i in range(games)], moves).astype(np.str_),
+        move_number=move_number,
+        iteration=np.full(R, iteration, dtype=np.int32),
+        model_id=np.full(R, "synthetic").astype(np.str_),
+        resign_disabled=np.zeros(R, dtype=bool),
+    )
+
+
+class WindowSampler(Sampler[tuple[np.ndarray, np.ndarray | None]]):
+    """Yields ``steps`` items ``(rows int64[B], syms int64[B] | None)`` per pass.
+
+    Rows are uniform with replacement over ``num_positions``; syms uniform over the 8
+    transforms (None when ``augment`` is off). Every pass restarts from ``seed``.
+    """
+
+    def __init__(
+        self, num_positions: int, batch_size: int, steps: int, seed: int, augment: bool = True
+    ) -> None:
+        self.num_positions, self.batch_size, self.steps = num_positions, batch_size, steps
+        self.seed, self.augment = seed, augment
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        rng = np.random.default_rng(self.seed)
+        for _ in range(self.steps):
+            rows = rng.integers(0, self.num_positions, self.batch_size)
+            syms = rng.integers(0, NUM_SYMMETRIES, self.batch_size) if self.augment else None
+            yield rows, syms
+
+
+class WindowDataset(Dataset):
+    """Map-style dataset whose items are whole batches: ``ds[(rows, syms)]`` -> a batch."""
+
+    def __init__(self, window: PositionWindow) -> None:
+        self.window = window
+
+    def __len__(self) -> int:
+        return len(self.window)
+
+    def __getitem__(self, item: tuple[np.ndarray, np.ndarray | None]):  # noqa: ANN204
+        rows, syms = item
+        return self.window.batch(rows, syms)
+
+
+class ShardDataModule(pl.LightningDataModule):
+    """The training window of a list of shards, as ``steps`` batches of ``batch_size``.
+
+    ``setup`` validates every shard and loads the window (once; later calls reuse it).
+    Batches: ``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])``.
+    """
+
+    def __init__(
+        self,
+        shards: Sequence[str | Path],
+        board_size: int,
+        batch_size: int,
+        steps: int,
+        seed: int,
+        *,
+        window_games: int | None = None,
+        window_iterations: int | None = None,
+        augment: bool = True,
+        num_workers: int = 0,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        super().__init__()
+        self.shards = [Path(s) for s in shards]
+        self.board_size = board_size
+        self.batch_size, self.steps, self.seed = batch_size, steps, seed
+        self.window_games, self.window_iterations = window_games, window_iterations
+        self.augment, self.num_workers, self.max_bytes = augment, num_workers, max_bytes
+        self.window: PositionWindow | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.window is None:
+            self.window = load_window(
+                self.shards,
+                self.board_size,
+                window_games=self.window_games,
+                window_iterations=self.window_iterations,
+                max_bytes=self.max_bytes,
+            )
+
+    def train_dataloader(self) -> DataLoader:
+        self.setup("fit")
+        assert self.window is not None
+        sampler = WindowSampler(
+            len(self.window), self.batch_size, self.steps, self.seed, self.augment
+        )
+        # batch_size=None: each sampler item is a whole batch, built vectorised by the dataset.
+        return DataLoader(
+            WindowDataset(self.window),
+            batch_size=None,
+            sampler=sampler,
+            num_workers=self.num_workers,
+            persistent_workers=False,
+        )

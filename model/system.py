@@ -1,0 +1,193 @@
+"""The LightningModule that trains AlphaGo Zero's network f_theta(s) = (p, v).
+
+Loss (Silver et al. 2017, Methods, "Optimization", eq. 1), per mini-batch::
+
+    l = mean_b (z_b - v_b)^2  -  mean_b pi_b^T log p_b  +  c * ||theta||^2
+
+with the value and policy terms weighted equally and ``c = weight_decay`` (paper: 1e-4). The L2
+term is computed explicitly over every trainable parameter so that it is logged and matches the
+paper's formula; the SGD optimizer therefore gets ``weight_decay=0`` (torch's ``weight_decay=c``
+would add ``c * theta`` to the gradient, i.e. the loss ``c/2 ||theta||^2``, half the paper's).
+
+Optimizer: SGD with momentum (paper: 0.9). Learning rate: piecewise constant on the GLOBAL step of
+the whole run (paper: 1e-2, then 1e-3 from 400k, 1e-4 from 600k steps), set before every step from
+``run_step = step_offset + trainer.global_step``. Resuming a Lightning ``.ckpt`` restores the
+weights, the momentum buffers and the global step, so the schedule continues across iterations;
+``step_offset`` only matters when a run starts from an exported model that recorded its step.
+
+Batches are ``(planes uint8[B, 17, N, N], pi float32[B, N*N + 1], z float32[B])`` as produced by
+``model.datamodule``: pi sums to 1 per row, z in {-1, 0, +1} from the side to move. bf16 mixed
+precision comes from the Trainer (``precision="bf16-mixed"``), the documented Lightning switch
+(on a CPU without AVX512-BF16/AMX, like the 2-core dev machine, it trains ~2x slower than fp32).
+
+Logged every ``log_every_n_steps`` steps (means over the steps since the previous log, so that the
+per-step work stays a few tensor adds): ``loss``, ``loss/value``, ``loss/policy``, ``loss/l2``,
+``lr``, ``grad_norm`` (total 2-norm of the gradients, before the step) and ``samples_per_s``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Sequence
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+
+from model.network import PolicyValueNet
+
+#: Order of the loss terms in the running sums and in ``final_losses``.
+LOSS_NAMES = ("value", "policy", "l2")
+
+
+def lr_at(step: int, boundaries: Sequence[int], values: Sequence[float]) -> float:
+    """The learning rate for the optimizer step taken when ``step`` steps are already done.
+
+    ``values[i]`` applies for ``boundaries[i-1] <= step < boundaries[i]``: with the paper's
+    ``boundaries=[400_000, 600_000]``, ``values=[1e-2, 1e-3, 1e-4]``, steps 0..399_999 use 1e-2,
+    steps 400_000..599_999 use 1e-3 and every later step 1e-4.
+    """
+    if len(values) != len(boundaries) + 1:
+        raise ValueError(f"need len(lr_values) = len(lr_boundaries) + 1, got {len(values)}")
+    return float(values[bisect.bisect_right(list(boundaries), step)])
+
+
+def alphago_zero_loss(
+    logits: torch.Tensor,
+    value: torch.Tensor,
+    pi: torch.Tensor,
+    z: torch.Tensor,
+    params: Sequence[torch.Tensor],
+    c: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The paper's three loss terms: ``(value_loss, policy_loss, l2)`` as fp32 scalars.
+
+    ``logits: [B, M+1]`` unnormalised, ``value: [B]`` in [-1, 1], ``pi: [B, M+1]`` search
+    probabilities, ``z: [B]`` game outcome from the side to move; ``l2 = c * sum ||w||^2`` over
+    ``params``. The total loss is their plain sum (equal weights, paper eq. 1).
+    """
+    value_loss = F.mse_loss(value.float(), z.float())
+    policy_loss = -(pi.float() * F.log_softmax(logits.float(), dim=1)).sum(dim=1).mean()
+    # One fused kernel for all squared norms; stays fp32 under autocast (parameters are fp32).
+    sq = torch.stack(torch._foreach_norm(list(params))).pow(2).sum()
+    return value_loss, policy_loss, c * sq
+
+
+class AlphaZeroSystem(pl.LightningModule):
+    """Trains ``self.net`` (a ``PolicyValueNet``) on (planes, pi, z) batches.
+
+    ``forward(x)`` is inference: ``float[B, 17, N, N] -> (logits [B, M+1], value [B])``.
+    After ``fit``, ``final_losses`` holds the mean loss terms over the last logging window.
+    """
+
+    def __init__(
+        self,
+        board_size: int,
+        blocks: int,
+        filters: int,
+        value_hidden: int = 256,
+        lr_boundaries: Sequence[int] = (400_000, 600_000),
+        lr_values: Sequence[float] = (1e-2, 1e-3, 1e-4),
+        momentum: float = 0.9,
+        weight_decay: float = 1e-4,
+        step_offset: int = 0,
+        log_every_n_steps: int = 50,
+        channels_last: bool = True,
+    ) -> None:
+        super().__init__()
+        lr_at(0, lr_boundaries, lr_values)  # validates the schedule's shape early
+        self.save_hyperparameters()
+        self.net = PolicyValueNet(board_size, blocks, filters, value_hidden)
+        if channels_last:
+            # NHWC convolutions train ~1.35x faster on CPU (9x9 4x32, batch 256, measured for
+            # bench/train.py); state dicts and weights_sha256 see the same values either way.
+            self.net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        self.final_losses: dict[str, float] = {}
+        self._sums = torch.zeros(len(LOSS_NAMES))
+        self._count = 0
+        self._grad_norm = float("nan")
+        self._clock = (0, 0.0)  # (global step, perf_counter) at the previous log
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.net(x)
+
+    @property
+    def run_step(self) -> int:
+        """Optimizer steps taken in the whole run (the learning-rate schedule's clock)."""
+        return int(self.hparams["step_offset"]) + int(self.global_step)
+
+    def current_lr(self) -> float:
+        """The learning rate of the next optimizer step, from the run-wide schedule."""
+        return lr_at(self.run_step, self.hparams["lr_boundaries"], self.hparams["lr_values"])
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        # weight_decay=0: the paper's L2 term is in the loss itself (see module docstring).
+        return torch.optim.SGD(
+            self.net.parameters(),
+            lr=self.current_lr(),
+            momentum=self.hparams["momentum"],
+            weight_decay=0.0,
+        )
+
+    def on_train_start(self) -> None:
+        self._sums = torch.zeros(len(LOSS_NAMES), device=self.device)
+        self._count = 0
+        self._clock = (self.global_step, time.perf_counter())
+
+    def on_train_batch_start(self, batch: object, batch_idx: int) -> None:
+        # The schedule is a pure function of the run-wide step, so a resume cannot desynchronise.
+        lr = self.current_lr()
+        for group in self.trainer.optimizers[0].param_groups:
+            group["lr"] = lr
+
+    def training_step(self, batch: Sequence[torch.Tensor], batch_idx: int) -> torch.Tensor:
+        planes, pi, z = batch
+        x = planes.float()
+        if self.hparams["channels_last"]:
+            x = x.contiguous(memory_format=torch.channels_last)
+        logits, value = self.net(x)
+        terms = alphago_zero_loss(
+            logits, value, pi, z, list(self.net.parameters()), self.hparams["weight_decay"]
+        )
+        loss = terms[0] + terms[1] + terms[2]
+        self._sums += torch.stack(terms).detach()
+        self._count += 1
+        if self._log_now():
+            self._log_window(batch_size=planes.shape[0])
+        return loss
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        if self._log_now():
+            grads = [p.grad for p in self.net.parameters() if p.grad is not None]
+            self._grad_norm = float(torch.nn.utils.get_total_norm(grads))
+            self.log("grad_norm", self._grad_norm, on_step=True, on_epoch=False)
+
+    def on_train_end(self) -> None:
+        if self._count:
+            self.final_losses = self._window_means()
+
+    def _log_now(self) -> bool:
+        """True on the steps where Lightning flushes to the logger (``log_every_n_steps``)."""
+        return (self.global_step + 1) % self.hparams["log_every_n_steps"] == 0
+
+    def _window_means(self) -> dict[str, float]:
+        means = (self._sums / max(self._count, 1)).tolist()
+        out = dict(zip(LOSS_NAMES, means, strict=True))
+        out["total"] = sum(means)
+        return out
+
+    def _log_window(self, batch_size: int) -> None:
+        means = self._window_means()
+        self.final_losses = means
+        step0, t0 = self._clock
+        now = time.perf_counter()
+        steps = self.global_step + 1 - step0
+        metrics = {f"loss/{k}": v for k, v in means.items() if k != "total"}
+        metrics["loss"] = means["total"]
+        metrics["lr"] = self.current_lr()
+        metrics["samples_per_s"] = steps * batch_size / max(now - t0, 1e-9)
+        self.log_dict(metrics, on_step=True, on_epoch=False, prog_bar=False)
+        self._clock = (self.global_step + 1, now)
+        self._sums.zero_()
+        self._count = 0

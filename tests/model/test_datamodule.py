@@ -1,0 +1,183 @@
+"""The training data path: window selection, validation, seeded sampling, augmentation."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from model.datamodule import (
+    DataWindowError,
+    PositionWindow,
+    ShardDataModule,
+    WindowSampler,
+    bytes_per_position,
+    load_window,
+    synthetic_records,
+)
+from model.shards import ShardError, pack_planes, write_shard
+from tabula.features import apply_planes, apply_policy, transform_move
+
+
+def _shards(
+    root: Path, iterations: int = 3, workers: int = 2, games: int = 4, moves: int = 5, N: int = 5
+) -> list[Path]:
+    paths = []
+    for it in range(iterations):
+        for w in range(workers):
+            rec = synthetic_records(
+                N, games, moves, seed=10 * it + w, iteration=it, prefix=f"i{it}w{w}-"
+            )
+            paths.append(write_shard(root / f"iter-{it}" / f"worker-{w}.parquet", rec))
+    return paths
+
+
+def _window(records, N: int) -> PositionWindow:
+    return PositionWindow(
+        board_size=N,
+        packed=pack_planes(records.planes),
+        pi=records.pi,
+        z=records.z,
+        shards=(),
+        used=(),
+        games=0,
+        iterations=(),
+    )
+
+
+@settings(max_examples=30, deadline=None)
+@given(N=st.sampled_from([5, 7, 9, 13, 19]), seed=st.integers(0, 2**31 - 1))
+def test_batch_applies_the_same_symmetry_to_planes_and_pi(N: int, seed: int) -> None:
+    rec = synthetic_records(N, games=2, moves=4, seed=seed)
+    window = _window(rec, N)
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, len(window), 16)
+    syms = rng.integers(0, 8, 16)
+    planes, pi, z = window.batch(rows, syms)
+    for b, (r, k) in enumerate(zip(rows, syms, strict=True)):
+        np.testing.assert_array_equal(planes[b].numpy(), apply_planes(int(k), rec.planes[r]))
+        np.testing.assert_array_equal(pi[b].numpy(), apply_policy(int(k), rec.pi[r]))
+        assert z[b].item() == rec.z[r]
+
+
+@pytest.mark.parametrize("k", range(8))
+def test_a_stone_and_its_move_probability_move_together(k: int) -> None:
+    """A position whose only stone sits on the only move with probability: transformed, the
+    stone and the probability mass still share one point (where transform_move sends it)."""
+    N, move = 7, 3 * 7 + 5  # an asymmetric point
+    rec = synthetic_records(N, 1, 1, seed=0)
+    planes = np.zeros_like(rec.planes)
+    planes[0, 0].flat[move] = 1
+    planes[0, 16] = 1  # black to move (synthetic row 0 is black's)
+    pi = np.zeros_like(rec.pi)
+    pi[0, move] = 1.0
+    window = _window(type(rec)(**{**rec.__dict__, "planes": planes, "pi": pi}), N)
+    got_planes, got_pi, _ = window.batch(np.array([0]), np.array([k]))
+    stone = int(np.flatnonzero(got_planes[0, 0].numpy().ravel())[0])
+    assert stone == int(torch.argmax(got_pi[0])) == transform_move(k, move, N)
+    assert got_planes[0, 16].all() and got_pi[0, N * N] == 0
+
+
+def test_without_augmentation_rows_come_back_unchanged() -> None:
+    rec = synthetic_records(9, 2, 3, seed=1)
+    planes, pi, z = _window(rec, 9).batch(np.array([4, 0, 4]))
+    assert planes.dtype == torch.uint8 and planes.shape == (3, 17, 9, 9)
+    np.testing.assert_array_equal(planes.numpy(), rec.planes[[4, 0, 4]])
+    np.testing.assert_array_equal(pi.numpy(), rec.pi[[4, 0, 4]])
+
+
+def test_sampler_is_seeded_uniform_and_draws_every_symmetry() -> None:
+    a = list(WindowSampler(50, 200, 20, seed=7))
+    b = list(WindowSampler(50, 200, 20, seed=7))
+    c = list(WindowSampler(50, 200, 20, seed=8))
+    assert len(a) == 20
+    assert all(
+        np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]) for x, y in zip(a, b, strict=True)
+    )
+    assert not np.array_equal(a[0][0], c[0][0])
+    rows = np.concatenate([x[0] for x in a])
+    syms = np.concatenate([x[1] for x in a])
+    counts = np.bincount(rows, minlength=50)
+    assert counts.min() > 0.6 * counts.mean() and counts.max() < 1.4 * counts.mean()
+    assert set(syms.tolist()) == set(range(8))
+    assert all(x[1] is None for x in WindowSampler(5, 4, 3, seed=0, augment=False))
+
+
+def test_window_keeps_the_most_recent_iterations_then_games(tmp_path: Path) -> None:
+    _shards(tmp_path)  # 3 iterations x 2 workers x 4 games x 5 positions
+    every = load_window([tmp_path], 5)
+    assert (len(every), every.games, every.iterations) == (120, 24, (0, 1, 2))
+    last_two = load_window([tmp_path], 5, window_iterations=2)
+    assert (last_two.games, last_two.iterations) == (16, (1, 2))
+    recent = load_window([tmp_path], 5, window_games=10)
+    assert (recent.games, len(recent), recent.iterations) == (10, 50, (1, 2))
+    # The 10 most recent: iteration 2's eight games and the last two of worker 1, iteration 1.
+    assert [p.parent.name + "/" + p.name for p in recent.used] == [
+        "iter-1/worker-1.parquet",
+        "iter-2/worker-0.parquet",
+        "iter-2/worker-1.parquet",
+    ]
+
+
+def test_window_is_trimmed_to_the_memory_bound_oldest_first(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _shards(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="model.datamodule"):
+        window = load_window([tmp_path], 5, max_bytes=37 * bytes_per_position(5))
+    assert (window.games, len(window), window.dropped_games) == (7, 35, 17)
+    assert window.iterations == (2,) and "trimmed" in caplog.text
+
+
+def test_window_from_files_equals_window_from_folder(tmp_path: Path) -> None:
+    files = _shards(tmp_path)
+    a, b = load_window(files, 5), load_window([tmp_path], 5)
+    assert np.array_equal(a.packed, b.packed) and np.array_equal(a.pi, b.pi)
+
+
+def test_missing_path_and_empty_folder_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(DataWindowError, match="nope"):
+        load_window([tmp_path / "nope"], 5)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataWindowError, match="no \\*.parquet shards"):
+        load_window([tmp_path / "empty"], 5)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "wrong_size"])
+def test_a_bad_shard_anywhere_in_the_list_fails_setup_naming_it(
+    tmp_path: Path, damage: str
+) -> None:
+    files = _shards(tmp_path)
+    bad = files[1]  # an old shard: outside a small window, still validated
+    if damage == "truncate":
+        bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])
+    elif damage == "garbage":
+        data = bytearray(bad.read_bytes())
+        data[200:400] = bytes(200)
+        bad.write_bytes(bytes(data))
+    else:
+        write_shard(bad, synthetic_records(7, 2, 2, seed=0))
+    dm = ShardDataModule([tmp_path], 5, batch_size=8, steps=2, seed=0, window_games=2)
+    with pytest.raises(ShardError) as err:
+        dm.setup("fit")
+    assert str(bad) in str(err.value) and "\n" not in str(err.value)
+    assert dm.window is None
+
+
+def test_datamodule_yields_steps_batches_same_for_any_worker_count(tmp_path: Path) -> None:
+    _shards(tmp_path, N=9)
+    batches = {}
+    for workers in (0, 1):
+        dm = ShardDataModule([tmp_path], 9, batch_size=32, steps=6, seed=3, num_workers=workers)
+        dm.setup("fit")
+        batches[workers] = list(dm.train_dataloader())
+    assert len(batches[0]) == 6
+    planes, pi, z = batches[0][0]
+    assert planes.shape == (32, 17, 9, 9) and pi.shape == (32, 82) and z.shape == (32,)
+    for x, y in zip(batches[0], batches[1], strict=True):
+        assert all(torch.equal(u, v) for u, v in zip(x, y, strict=True))

@@ -1,0 +1,226 @@
+"""The LightningModule: the paper's loss, the run-wide learning-rate schedule, resuming."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader
+
+from model.network import weights_sha256
+from model.system import AlphaZeroSystem, alphago_zero_loss, lr_at
+
+N = 5
+M = N * N
+PAPER = ([400_000, 600_000], [1e-2, 1e-3, 1e-4])
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:.*does not have many workers"),
+    pytest.mark.filterwarnings("ignore:.*treespec"),  # Lightning 2.6 on torch 2.13
+]
+
+
+def _system(**kw) -> AlphaZeroSystem:
+    torch.manual_seed(0)
+    args = dict(board_size=N, blocks=1, filters=8, value_hidden=16, log_every_n_steps=5)
+    return AlphaZeroSystem(**{**args, **kw})
+
+
+def _batches(count: int, size: int = 16, seed: int = 0, one_hot: bool = False) -> list:
+    """Fixed (planes uint8, pi, z) batches, as the DataModule yields them."""
+    g = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        planes = torch.from_numpy((g.random((size, 17, N, N)) < 0.3).astype(np.uint8))
+        if one_hot:
+            pi = np.eye(M + 1, dtype=np.float32)[g.integers(0, M + 1, size)]
+        else:
+            pi = g.dirichlet(np.full(M + 1, 0.3), size).astype(np.float32)
+        z = g.choice([-1.0, 1.0], size).astype(np.float32)
+        out.append((planes, torch.from_numpy(pi), torch.from_numpy(z)))
+    return out
+
+
+def _loader(batches: list) -> DataLoader:
+    return DataLoader(batches, batch_size=None, shuffle=False)
+
+
+class _LrRecorder(pl.Callback):
+    """The learning rate actually used by each optimizer step, keyed by the global step."""
+
+    def __init__(self) -> None:
+        self.lr: dict[int, float] = {}
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        self.lr[trainer.global_step] = optimizer.param_groups[0]["lr"]
+
+
+def _trainer(max_epochs: int, *callbacks: pl.Callback) -> pl.Trainer:
+    return pl.Trainer(
+        accelerator="cpu",
+        max_epochs=max_epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        deterministic=True,
+        callbacks=list(callbacks),
+        log_every_n_steps=5,
+    )
+
+
+def test_lr_at_paper_schedule_before_at_and_after_each_boundary() -> None:
+    b, v = PAPER
+    assert lr_at(0, b, v) == 1e-2
+    assert lr_at(399_999, b, v) == 1e-2
+    assert lr_at(400_000, b, v) == 1e-3
+    assert lr_at(400_001, b, v) == 1e-3
+    assert lr_at(599_999, b, v) == 1e-3
+    assert lr_at(600_000, b, v) == 1e-4
+    assert lr_at(10**9, b, v) == 1e-4
+
+
+def test_lr_at_refuses_mismatched_lists() -> None:
+    with pytest.raises(ValueError, match="len"):
+        lr_at(0, [10], [0.1])
+
+
+def test_loss_terms_match_the_paper_formula() -> None:
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(4, M + 1, generator=g)
+    value = torch.tanh(torch.randn(4, generator=g))
+    pi = torch.softmax(torch.randn(4, M + 1, generator=g), 1)
+    z = torch.tensor([1.0, -1.0, 0.0, 1.0])
+    params = [torch.randn(3, 3, generator=g), torch.randn(5, generator=g)]
+    value_loss, policy_loss, l2 = alphago_zero_loss(logits, value, pi, z, params, c=1e-4)
+    p = torch.softmax(logits, 1)
+    assert value_loss.item() == pytest.approx(((z - value) ** 2).mean().item(), rel=1e-6)
+    assert policy_loss.item() == pytest.approx(-(pi * p.log()).sum(1).mean().item(), rel=1e-5)
+    sq = sum((w**2).sum() for w in params)
+    assert l2.item() == pytest.approx(1e-4 * sq.item(), rel=1e-5)
+
+
+def test_l2_is_in_the_loss_not_in_the_optimizer() -> None:
+    system = _system(weight_decay=1e-4)
+    opt = system.configure_optimizers()
+    assert opt.param_groups[0]["weight_decay"] == 0.0
+    assert opt.param_groups[0]["momentum"] == 0.9
+
+
+def test_forward_is_inference_of_the_net() -> None:
+    system = _system().eval()
+    x = torch.zeros(2, 17, N, N)
+    logits, value = system(x)
+    assert logits.shape == (2, M + 1) and value.shape == (2,)
+    assert torch.equal(logits, system.net(x)[0])
+
+
+def test_overfits_a_tiny_fixed_dataset() -> None:
+    data = _batches(1, size=16, one_hot=True)  # one batch seen again and again
+    system = _system(lr_boundaries=[], lr_values=[0.1], weight_decay=1e-4)
+    start = system.training_step(data[0], 0).item()
+    _trainer(1).fit(system, train_dataloaders=_loader(data * 150))
+    final = system.final_losses
+    assert final["total"] < 0.25 * start, (start, final)
+    assert final["value"] < 0.2 and final["policy"] < 0.5 * np.log(M + 1)
+
+
+def test_lr_schedule_is_exact_and_continues_across_a_resume(tmp_path: Path) -> None:
+    sched = dict(lr_boundaries=[3, 7], lr_values=[0.1, 0.01, 0.001])
+    rec = _LrRecorder()
+    system = _system(**sched)
+    first = _trainer(1, rec)
+    first.fit(system, train_dataloaders=_loader(_batches(5, seed=1)))
+    first.save_checkpoint(tmp_path / "a.ckpt", weights_only=False)
+    resumed = _system(**sched)
+    second = _trainer(2, rec)
+    second.fit(
+        resumed,
+        train_dataloaders=_loader(_batches(6, seed=2)),
+        ckpt_path=tmp_path / "a.ckpt",
+        weights_only=True,
+    )
+    assert second.global_step == 11
+    assert sorted(rec.lr) == list(range(11))
+    assert all(rec.lr[s] == lr_at(s, [3, 7], [0.1, 0.01, 0.001]) for s in range(11))
+    assert [rec.lr[s] for s in (2, 3, 4, 6, 7, 8)] == [0.1, 0.01, 0.01, 0.01, 0.001, 0.001]
+
+
+def test_resume_continues_step_momentum_and_schedule_exactly(tmp_path: Path) -> None:
+    """10 steps in one go == 4 steps, checkpoint, resume for 6: bit-identical weights.
+
+    A resume that lost the momentum buffers, the global step or the schedule would diverge
+    (the control: same split without the optimizer state).
+    """
+    sched = dict(lr_boundaries=[5], lr_values=[0.05, 0.01])
+    data = _batches(10, seed=3)
+    straight = _system(**sched)
+    _trainer(1).fit(straight, train_dataloaders=_loader(data))
+
+    part = _system(**sched)
+    t1 = _trainer(1)
+    t1.fit(part, train_dataloaders=_loader(data[:4]))
+    t1.save_checkpoint(tmp_path / "p.ckpt", weights_only=False)
+    state = torch.load(tmp_path / "p.ckpt", weights_only=True)
+    assert state["global_step"] == 4
+    assert state["optimizer_states"][0]["state"], "momentum buffers must be saved"
+    resumed = _system(**sched)
+    t2 = _trainer(2)
+    t2.fit(
+        resumed,
+        train_dataloaders=_loader(data[4:]),
+        ckpt_path=tmp_path / "p.ckpt",
+        weights_only=True,
+    )
+    assert t2.global_step == 10
+    assert weights_sha256(resumed.net) == weights_sha256(straight.net)
+
+    fresh_opt = _system(**sched)  # weights restored, momentum and step lost
+    fresh_opt.load_state_dict(state["state_dict"])
+    _trainer(1).fit(fresh_opt, train_dataloaders=_loader(data[4:]))
+    assert weights_sha256(fresh_opt.net) != weights_sha256(straight.net)
+
+
+def test_step_offset_drives_the_schedule() -> None:
+    system = _system(lr_boundaries=[100], lr_values=[0.1, 0.01], step_offset=100)
+    assert system.run_step == 100 and system.current_lr() == 0.01
+
+
+def test_logs_losses_lr_grad_norm_and_throughput() -> None:
+    class Keep(pl.loggers.Logger):
+        name, version = "keep", "0"
+        rows: list[dict] = []
+
+        def log_metrics(self, metrics, step=None) -> None:
+            self.rows.append(dict(metrics, step=step))
+
+        def log_hyperparams(self, params, *a, **k) -> None:
+            pass
+
+    system = _system()
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        max_epochs=1,
+        logger=Keep(),
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=5,
+    )
+    trainer.fit(system, train_dataloaders=_loader(_batches(10)))
+    keys = set().union(*Keep.rows) - {"step", "epoch"}
+    assert {
+        "loss",
+        "loss/value",
+        "loss/policy",
+        "loss/l2",
+        "lr",
+        "grad_norm",
+        "samples_per_s",
+    } <= keys
+    steps = sorted({r["step"] for r in Keep.rows if "loss" in r})
+    assert steps == [4, 9]

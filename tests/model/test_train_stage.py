@@ -1,0 +1,155 @@
+"""One training stage end to end: export with lineage, resume, determinism, refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from model.datamodule import synthetic_records
+from model.network import load_checkpoint, make_network, save_checkpoint, weights_sha256
+from model.shards import ShardError, write_shard
+from tabula.config import load_config
+from tasks.train import TrainError, file_sha256, train_stage
+
+N = 5
+OVERRIDES = [
+    "rules.board_size=5",
+    "network.blocks=1",
+    "network.filters=8",
+    "network.value_hidden=16",
+    "training.batch_size=32",
+    "training.checkpoint_every=4",
+    "training.lr_boundaries=[6]",
+    "training.lr_values=[0.05,0.005]",
+    "training.window_games=8",
+    "training.deterministic=true",
+]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("shards")
+    for it in range(2):
+        rec = synthetic_records(N, 8, 6, seed=it, iteration=it, prefix=f"i{it}-")
+        write_shard(root / f"iter-{it}" / "worker-00.parquet", rec)
+    return root
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config(None, OVERRIDES)
+
+
+def _stage(cfg, data: Path, out: Path, **kw):
+    args = dict(steps=5, seed=11, progress=False)
+    return train_stage(cfg, [data], out / "model.pt", **{**args, **kw})
+
+
+def test_export_carries_lineage_and_loads_weights_only(cfg, data: Path, tmp_path: Path) -> None:
+    result = _stage(cfg, data, tmp_path / "a", model_id="run/iter-0001")
+    assert result.global_step == 5 and result.ckpt == tmp_path / "a" / "train.ckpt"
+    assert result.ckpt.is_file() and result.samples_per_s > 0
+    assert result.games == 8 and result.positions == 48
+    assert np.isfinite([result.loss, result.value_loss, result.policy_loss, result.l2_loss]).all()
+    net, meta = load_checkpoint(result.model, expect_board_size=N)
+    assert weights_sha256(net) == result.weights_sha256
+    assert meta["model_id"] == "run/iter-0001" and meta["parent"] is None
+    assert meta["seed"] == 11 and meta["global_step"] == 5 and meta["steps"] == 5
+    assert meta["config"]["training"]["lr_boundaries"] == [6]
+    shards = {Path(s["path"]).parent.name: s for s in meta["shards"]}
+    assert set(shards) == {"iter-0", "iter-1"}
+    assert shards["iter-0"]["sha256"] == file_sha256(Path(shards["iter-0"]["path"]))
+    assert not shards["iter-0"]["used"] and shards["iter-1"]["used"]  # 8 most recent games
+    assert meta["window"] == {"positions": 48, "games": 8, "iterations": [1], "dropped_games": 0}
+    torch.load(result.model, weights_only=True)  # plain payload, as the GTP engine loads it
+    assert result.to_dict()["model"] == str(result.model)
+
+
+def test_same_inputs_and_seed_give_bit_identical_weights(cfg, data: Path, tmp_path: Path) -> None:
+    a = _stage(cfg, data, tmp_path / "a")
+    b = _stage(cfg, data, tmp_path / "b")
+    c = _stage(cfg, data, tmp_path / "c", seed=12)
+    assert a.weights_sha256 == b.weights_sha256
+    assert file_sha256(a.model) != "" and a.weights_sha256 != c.weights_sha256
+    # And through a resume: the same parent .ckpt, data and seed rebuild the same child.
+    a2 = _stage(cfg, data, tmp_path / "a2", init=a.ckpt, seed=5)
+    b2 = _stage(cfg, data, tmp_path / "b2", init=b.ckpt, seed=5)
+    assert a2.weights_sha256 == b2.weights_sha256
+
+
+def test_resume_continues_global_step_momentum_and_schedule(
+    cfg, data: Path, tmp_path: Path
+) -> None:
+    first = _stage(cfg, data, tmp_path / "1")
+    second = _stage(cfg, data, tmp_path / "2", init=first.ckpt, steps=4)
+    assert second.global_step == 9
+    ck = torch.load(second.ckpt, weights_only=True)
+    assert ck["global_step"] == 9
+    group = ck["optimizer_states"][0]["param_groups"][0]
+    assert group["lr"] == 0.005 and group["weight_decay"] == 0.0  # step 8 is past boundary 6
+    assert ck["optimizer_states"][0]["state"]  # momentum buffers carried on
+    _, meta = load_checkpoint(second.model)
+    assert meta["parent"] == {"path": str(first.ckpt), "sha256": file_sha256(first.ckpt)}
+
+
+def test_an_exported_model_starts_weights_and_schedule_at_its_step(
+    cfg, data: Path, tmp_path: Path
+) -> None:
+    net = make_network(N, 1, 8, seed=3, value_hidden=16)
+    start = save_checkpoint(tmp_path / "init.pt", net, {"global_step": 6})
+    result = _stage(cfg, data, tmp_path / "x", init=start, steps=2)
+    assert result.global_step == 8
+    ck = torch.load(result.ckpt, weights_only=True)
+    assert ck["optimizer_states"][0]["param_groups"][0]["lr"] == 0.005
+
+
+def test_a_corrupt_shard_fails_with_its_name_before_training(
+    cfg, data: Path, tmp_path: Path
+) -> None:
+    bad = tmp_path / "window" / "bad.parquet"
+    write_shard(bad, synthetic_records(N, 2, 3, seed=0))
+    bad.write_bytes(bad.read_bytes()[:-100])
+    out = tmp_path / "out"
+    with pytest.raises(ShardError, match=str(bad)):
+        train_stage(cfg, [data, bad.parent], out / "model.pt", steps=3, seed=0, progress=False)
+    assert not out.exists()
+
+
+def test_an_init_of_another_shape_or_kind_is_refused(cfg, data: Path, tmp_path: Path) -> None:
+    other = save_checkpoint(tmp_path / "big.pt", make_network(N, 2, 8, seed=0), {})
+    with pytest.raises(TrainError, match="does not match"):
+        _stage(cfg, data, tmp_path / "o", init=other)
+    junk = tmp_path / "junk.pt"
+    torch.save({"hello": 1}, junk)
+    with pytest.raises(TrainError, match="neither a Lightning"):
+        _stage(cfg, data, tmp_path / "o", init=junk)
+    with pytest.raises(TrainError, match="not found"):
+        _stage(cfg, data, tmp_path / "o", init=tmp_path / "missing.ckpt")
+    with pytest.raises(TrainError, match="steps"):
+        _stage(cfg, data, tmp_path / "o", steps=0)
+
+
+@pytest.mark.slow  # creating the SQLite tracking schema alone takes seconds
+def test_logs_to_an_mlflow_run_it_does_not_end(cfg, data: Path, tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("t", artifact_location=str(tmp_path / "artifacts"))
+    run = client.create_run(exp).info.run_id
+    _stage(cfg, data, tmp_path / "m", steps=10, mlflow_run_id=run, tracking_uri=uri)
+    got = client.get_run(run)
+    assert got.info.status == "RUNNING"
+    assert {
+        "loss",
+        "loss/value",
+        "loss/policy",
+        "loss/l2",
+        "lr",
+        "grad_norm",
+        "samples_per_s",
+    } <= set(got.data.metrics)
+    assert [m.step for m in client.get_metric_history(run, "loss")] == [9]
