@@ -21,6 +21,7 @@ public names are re-exported here. Nothing happens at import time.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -56,6 +57,9 @@ __all__ = [
 ]
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # safe in paths, MLflow and DVC names
+_TRACKING_URI = re.compile(
+    r"^(?:(?:sqlite|postgresql|mysql|mssql)(?:\+\w+)?://|https?://|databricks)"
+)
 
 
 class _Section(BaseModel):
@@ -108,6 +112,13 @@ class SearchConfig(_Section):
     )
     virtual_loss: float = Field(
         default=1.0, ge=0, description="Added to N and taken from W on a pending path, then undone."
+    )
+    early_pass: bool = Field(
+        default=False,
+        description="True: pass is a legal search move at any time (the paper). False (ours):"
+        " the search passes only after the opponent passed or when every other legal move fills"
+        " its own single-point eye, so a briefly trained net cannot learn to pass away games"
+        " that Tromp-Taylor scoring (dead stones count) decides on the board.",
     )
 
     def alpha_for(self, N: int) -> float:
@@ -262,6 +273,18 @@ class PipelineConfig(_Section):
     device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="Torch device; auto = cuda when present, else cpu."
     )
+
+    @field_validator("mlflow_tracking_uri")
+    @classmethod
+    def _tracking_store(cls, uri: str) -> str:
+        # MLflow takes a database or a server; it refuses a plain path or a file: store
+        # ("maintenance mode"), and only after the run's folders were made, so check here.
+        if not _TRACKING_URI.match(uri):
+            raise ValueError(
+                "must be a database or server URI such as sqlite:///mlflow/mlflow.db or "
+                "http://host:5000"
+            )
+        return uri
 
     def registered_model_for(self, N: int) -> str:
         """MLflow registered model name: the set value, else f"tabula-{N}x{N}"."""

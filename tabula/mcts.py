@@ -84,6 +84,7 @@ class SearchParams:
     dirichlet_epsilon: float = 0.25
     leaves_per_game: int = 4
     virtual_loss: float = 1.0
+    early_pass: bool = False
     noise: bool = True
     random_symmetry: bool = True
 
@@ -100,6 +101,7 @@ class SearchParams:
             dirichlet_epsilon=s.dirichlet_epsilon,
             leaves_per_game=s.leaves_per_game,
             virtual_loss=s.virtual_loss,
+            early_pass=s.early_pass,
             noise=noise,
         )
 
@@ -295,7 +297,7 @@ class BatchedMCTS:
             )
         expand_and_backup(
             self.trees, leaves, n, priors, values, self.params.virtual_loss,
-            self.ctx.neighbors, self.ctx.zobrist, self.perms,
+            self.ctx.neighbors, self.ctx.zobrist, self.perms, self.params.early_pass,
         )  # fmt: skip
         undo_collisions(self.trees, leaves, self.params.virtual_loss)
         roots = leaves.slot[:n][leaves.node[:n] == 0]

@@ -351,7 +351,31 @@ def undo_collisions(t, leaves, vl) -> None:
 
 
 @njit(cache=True, nogil=True)
-def expand_and_backup(t, leaves, n, priors, values, vl, nbr, zob, perms) -> None:
+def _fills_own_eye(board, p, color, nbr) -> bool:
+    """An empty point whose on-board neighbours are all ``color`` (diagonals not checked)."""
+    for k in range(4):
+        q = nbr[p, k]
+        if q >= 0 and board[q] != color:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _restrict_pass(board, color, passes, mask, nbr) -> int:
+    """Without early passes, pass stays legal only after the opponent passed or when every
+    other legal move fills one's own eye. Returns the change in the legal-move count."""
+    M = board.shape[0]
+    if passes > 0 or not mask[M]:
+        return 0
+    for p in range(M):
+        if mask[p] and not _fills_own_eye(board, p, color, nbr):
+            mask[M] = False
+            return -1
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def expand_and_backup(t, leaves, n, priors, values, vl, nbr, zob, perms, early_pass) -> None:
     """Expand leaves ``0..n-1`` with the network's output and back their values up.
 
     priors: float32[n, M+1] softmax over all moves in the leaf's transformed frame (mapped
@@ -375,6 +399,9 @@ def expand_and_backup(t, leaves, n, priors, values, vl, nbr, zob, perms) -> None
             t.board[g, node], t.to_play[g, node], nbr, zob, t.hash[g, node],
             t.game_set[g], path, n_path, mask,
         )  # fmt: skip
+        if not early_pass:
+            count += _restrict_pass(t.board[g, node], t.to_play[g, node], t.passes[g, node],
+                                    mask, nbr)
         perm = perms[leaves.sym[i]]
         P = t.P[g, node]
         total = 0.0

@@ -97,6 +97,24 @@ def path_moves(m: BatchedMCTS, g: int, node: int) -> list[int]:
     return moves[::-1]
 
 
+def search_mask(game: Game, early_pass: bool) -> np.ndarray:
+    """The moves a search may take: the legal moves, and without early passes, pass only
+    after the opponent passed or when every other legal move fills one's own eye."""
+    mask = game.legal_mask()
+    if early_pass or game.passes > 0:
+        return mask
+    board, color = game.board.ravel(), game.to_play
+    N = game.size
+    for p in np.flatnonzero(mask[:-1]):
+        r, c = divmod(int(p), N)
+        around = [board[q * N + k] for q, k in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1))
+                  if 0 <= q < N and 0 <= k < N]
+        if any(x != color for x in around):
+            mask[-1] = False
+            break
+    return mask
+
+
 def check_tree(m: BatchedMCTS, g: int, game: Game | None = None) -> None:
     """Recount a finished search: nothing in flight; for every node N = 1 + sum of its
     children's N and W = -own value - sum of its children's W (so every virtual loss has
@@ -129,7 +147,7 @@ def check_tree(m: BatchedMCTS, g: int, game: Game | None = None) -> None:
             assert int(t.hash[g, n]) == replay.position_hash
             assert t.to_play[g, n] == replay.to_play
             if state == EXPANDED:
-                assert ((t.P[g, n] >= 0) == replay.legal_mask()).all(), n
+                assert ((t.P[g, n] >= 0) == search_mask(replay, m.params.early_pass)).all(), n
             if state == TERMINAL:
                 assert replay.is_over()
                 assert t.value[g, n] == np.sign(replay.score()) * replay.to_play
