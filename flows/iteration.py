@@ -196,11 +196,14 @@ def _dir_hash(layout: RunLayout, rel_dir: str) -> str:
     return done.get("hashes", {}).get(rel_dir, "")
 
 
+_NOT_METRICS = {"seed", "threads", "pid"}
+
+
 def _metrics(record_: dict[str, Any], prefix: str) -> dict[str, float]:
     return {
         f"{prefix}{k}": float(v)
         for k, v in record_.items()
-        if isinstance(v, int | float) and not isinstance(v, bool) and v is not None
+        if isinstance(v, int | float) and not isinstance(v, bool) and k not in _NOT_METRICS
     }
 
 

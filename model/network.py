@@ -161,15 +161,16 @@ def weights_sha256(net_or_state_dict: nn.Module | Mapping[str, torch.Tensor]) ->
 
 def _check_plain(value: Any, where: str) -> None:
     """Refuse metadata that ``torch.load(weights_only=True)`` could not read back."""
-    if value is None or isinstance(value, str | bool | int | float):
+    # Exact types: a str subclass (torch.__version__ is one) saves but fails weights_only load.
+    if value is None or type(value) in (str, bool, int, float):
         return
-    if isinstance(value, list | tuple):
+    if type(value) in (list, tuple):
         for i, item in enumerate(value):
             _check_plain(item, f"{where}[{i}]")
         return
-    if isinstance(value, dict):
+    if type(value) is dict:
         for k, item in value.items():
-            if not isinstance(k, str):
+            if type(k) is not str:
                 raise ValueError(f"checkpoint metadata key {where}.{k!r} is not a str")
             _check_plain(item, f"{where}.{k}")
         return

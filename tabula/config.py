@@ -148,7 +148,9 @@ class SelfPlayConfig(_Section):
         default=-0.9, ge=-1, le=1, description="Initial resign threshold, then tuned; None = never."
     )
     resign_false_positive_target: float = Field(
-        default=0.05, gt=0, lt=1, description="Max share of resigns that could win (paper 0.05)."
+        default=0.05, gt=0, lt=1,
+        description="Max share of resign-disabled games that a resignation at v_resign would"
+        " have lost (paper 0.05).",
     )
     sgf_sample: int = Field(default=4, ge=0, description="Games per worker also written as SGF.")
     batch_size: int = Field(default=256, ge=1, description="Max positions per network call.")
