@@ -19,12 +19,12 @@ resign_disabled    bool                            the game was played with resi
 The file's schema metadata holds ``tabula.schema_version`` (``SCHEMA_VERSION``),
 ``tabula.board_size`` and ``tabula.metadata`` (the writer's JSON dict). Fixed-size types make
 reading a reshape of Arrow's buffers rather than a per-row conversion. Shards are written under a
-temporary name in the target folder and renamed, so a reader never sees half a file.
+temporary name in the target folder and renamed, so a reader never sees half a file; a sha256
+sidecar (``model.shard_checks``) lets `validate_shard` catch a corrupt footer.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -35,6 +35,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from model.shard_checks import ShardError, file_sha256, verify_checksum, write_checksum
+from model.shard_checks import checksum_path as checksum_path  # re-exported: public API
 
 SCHEMA_VERSION = 1
 PLANES = 17
@@ -54,11 +57,6 @@ _COLUMN_DTYPES = {  # numpy dtype of each non-plane column
     "model_id": np.str_,
     "resign_disabled": np.bool_,
 }
-
-
-class ShardError(ValueError):
-    """A shard is unreadable, foreign, of another schema version or board size, or its records
-    are malformed; the message is one line naming the file."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -255,45 +253,13 @@ def write_shard(
             )
             f.flush()
             os.fsync(f.fileno())
-        digest = _file_sha256(Path(tmp))
+        digest = file_sha256(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _write_checksum(path, digest)
+    write_checksum(path, digest)
     return path
-
-
-def checksum_path(path: Path) -> Path:
-    """The sidecar holding a shard's sha256: Parquet checks its data pages but not its footer,
-    so a flipped footer byte (a statistic, a length) would otherwise read back silently."""
-    return path.with_name(path.name + ".sha256")
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _write_checksum(path: Path, digest: str) -> None:
-    side = checksum_path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{side.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"{digest}  {path.name}\n")
-    os.replace(tmp, side)
-
-
-def _verify_checksum(path: Path) -> None:
-    side = checksum_path(path)
-    if not side.exists():
-        return  # written by hand or before checksums: Parquet's own checks still apply
-    recorded = side.read_text().split()[0] if side.read_text().strip() else ""
-    if recorded != _file_sha256(path):
-        raise ShardError(f"{path}: content differs from its recorded sha256 ({side.name}): "
-                         "the file is corrupt")
 
 
 def _to_arrow(records: ShardRecords, schema: pa.Schema) -> list[pa.Array]:
@@ -410,7 +376,7 @@ def validate_shard(path: str | os.PathLike[str], expect_board_size: int | None =
     path = Path(path)
     pf, info = _open(path, verify_pages=True)
     _check_board_size(info, expect_board_size)
-    _verify_checksum(path)
+    verify_checksum(path)
     rows = 0
     for g in range(info.num_row_groups):
         try:

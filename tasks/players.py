@@ -33,13 +33,6 @@ from __future__ import annotations
 
 import os
 import re
-import select
-import shlex
-import shutil
-import signal
-import subprocess
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,21 +41,40 @@ import numpy as np
 
 from tabula.arena import Failure, MoveRequest, SequentialPlayer
 from tabula.config import Config
-from tabula.go import coords
 from tabula.go.game import Game
-from tabula.gtp import RESIGN, RandomPlayer
+from tabula.gtp import RandomPlayer
 from tabula.mcts import BatchedMCTS, Evaluate, SearchError, SearchParams
+from tasks.gtp_engine import (
+    GAME_DIRS,
+    GTP_CONCURRENCY,
+    EngineFailure,
+    GtpPlayer,
+    GtpProcess,
+    PlayerSpecError,
+    engine_name,
+    resolve_command,
+)
+
+__all__ = [  # the GTP engine names live in tasks.gtp_engine and are re-exported here
+    "GAME_DIRS",
+    "GTP_CONCURRENCY",
+    "EngineFailure",
+    "GtpPlayer",
+    "GtpProcess",
+    "MctsPlayer",
+    "PlayerSpecError",
+    "RawNetworkPlayer",
+    "Resolver",
+    "engine_name",
+    "make_player",
+    "network_player",
+    "resolve_command",
+]
 
 Resolver = Callable[[str], str | os.PathLike[str]]
 """Maps "models:/NAME@ALIAS" to a local checkpoint path (the pipeline passes one)."""
 
-GAME_DIRS = ("/usr/games", "/usr/local/games")  # Debian installs gnugo and pachi here
-GTP_CONCURRENCY = 4  # engine processes per GTP player (one per game in progress)
 _SIMS = re.compile(r"^(?P<path>.+)@(?P<sims>[0-9]+)$")
-
-
-class PlayerSpecError(ValueError):
-    """A player spec that cannot be turned into a player; the message is one line."""
 
 
 def make_player(
@@ -123,273 +135,6 @@ def _checkpoint_path(spec: str, path: str, resolver: Resolver | None) -> Path:
             "(use random, raw:PATH, mcts:PATH[@SIMS], gtp:COMMAND or models:/NAME@ALIAS)"
         )
     return checkpoint
-
-
-def resolve_command(command: str) -> list[str]:
-    """argv for a GTP command line; the program is looked up on PATH, then in /usr/games."""
-    try:
-        argv = shlex.split(command)
-    except ValueError as error:
-        raise PlayerSpecError(f"player spec 'gtp:{command}': {error}") from None
-    if not argv:
-        raise PlayerSpecError("player spec 'gtp:': give the engine's command line after gtp:")
-    program = shutil.which(argv[0])
-    if program is None and os.sep not in argv[0]:
-        found = (shutil.which(argv[0], path=d) for d in GAME_DIRS)
-        program = next((p for p in found if p is not None), None)
-    if program is None:
-        raise PlayerSpecError(
-            f"player spec 'gtp:{command}': program {argv[0]!r} not found on PATH or in /usr/games"
-        )
-    return [program, *argv[1:]]
-
-
-def engine_name(argv: Sequence[str]) -> str:
-    """Store name of a GTP engine: program stem plus "-l<level>" ("gnugo-l1").
-
-    For an interpreter running a script ("python engine.py") the script's stem is used.
-    """
-    stem = Path(argv[0]).stem
-    rest = list(argv[1:])
-    if re.fullmatch(r"python[0-9.]*", stem) and rest and not rest[0].startswith("-"):
-        stem, rest = Path(rest[0]).stem, rest[1:]
-    for i, arg in enumerate(rest):
-        if arg.startswith("--level="):
-            return f"{stem}-l{arg.split('=', 1)[1]}"
-        if arg == "--level" and i + 1 < len(rest):
-            return f"{stem}-l{rest[i + 1]}"
-    return stem
-
-
-class EngineFailure(RuntimeError):
-    """A GTP engine crashed, timed out or answered garbage; the message is the reason."""
-
-
-class GtpProcess:
-    """One GTP engine subprocess: `send` a command, read its response within a deadline.
-
-    The engine runs in its own process group so that `close` also ends anything it started.
-    Its stderr goes to a temporary file whose last line explains a crash.
-    """
-
-    MAX_RESPONSE = 1 << 20  # bytes; a longer answer is garbage
-
-    def __init__(self, argv: Sequence[str], timeout_s: float) -> None:
-        self.timeout_s = timeout_s
-        self._stderr = tempfile.TemporaryFile()
-        self._buffer = b""
-        try:
-            self.proc = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._stderr,
-                start_new_session=True,
-            )
-        except OSError as error:
-            self._stderr.close()
-            raise EngineFailure(f"cannot start {argv[0]}: {error.strerror}") from None
-
-    def send(self, command: str) -> tuple[bool, str]:
-        """(success, text) of the engine's response to `command`; EngineFailure otherwise."""
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(command.encode() + b"\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ConnectionResetError, ValueError):
-            raise self._crashed() from None
-        raw = self._read_response(command)
-        text = raw.decode("utf-8", errors="replace").replace("\r", "").strip("\n")
-        if text[:1] not in ("=", "?"):
-            raise EngineFailure(f"garbage answer to {command.split()[0]}: {text[:60]!r}")
-        body = re.sub(r"^[=?][0-9]*", "", text, count=1).strip()
-        return text[0] == "=", body
-
-    def _read_response(self, command: str) -> bytes:
-        """Bytes up to the blank line that ends a GTP response (leading blank lines skipped)."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            self._buffer = self._buffer.lstrip(b"\r\n")
-            end = self._buffer.replace(b"\r", b"").find(b"\n\n")
-            if end >= 0:
-                clean = self._buffer.replace(b"\r", b"")
-                self._buffer = clean[end + 2 :]
-                return clean[:end]
-            if len(self._buffer) > self.MAX_RESPONSE:
-                raise EngineFailure(f"garbage answer to {command.split()[0]}: too long")
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                self.close(kill=True)
-                name = command.split()[0]
-                raise EngineFailure(f"timeout: no answer to {name} within {self.timeout_s:g} s")
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                raise self._crashed()
-            self._buffer += chunk
-
-    def _crashed(self) -> EngineFailure:
-        try:
-            code = self.proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            code = None
-        self._stderr.seek(0)
-        lines = self._stderr.read()[-2000:].decode("utf-8", errors="replace").splitlines()
-        last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
-        self.close()
-        detail = f"exit code {code}" if code is not None else "closed its output"
-        return EngineFailure(f"engine crashed ({detail})" + (f": {last[:80]}" if last else ""))
-
-    def close(self, kill: bool = False) -> None:
-        """Ask the engine to quit (unless `kill`); then kill its process group if still there."""
-        if self.proc.poll() is None and not kill:
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.write(b"quit\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=1.0)
-            except (OSError, ValueError, subprocess.TimeoutExpired):
-                pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # our child's own group (start_new_session)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout, self._stderr):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
-
-
-class GtpPlayer:
-    """A GTP engine as a player: one subprocess per game in progress (per arena slot).
-
-    Each game starts with ``boardsize``, ``komi``, ``clear_board``; the opponent's moves are
-    relayed with ``play``; ``genmove`` answers are parsed, and the arena checks them against
-    our rules. A crash, a timeout (``timeout_s`` per command) or a garbage answer forfeits that
-    game and kills the process; the slot's next game starts a fresh one. An engine that
-    refuses a move legal by our rules aborts the game (a rules disagreement, nobody's fault).
-    """
-
-    def __init__(
-        self,
-        argv: Sequence[str],
-        size: int,
-        komi: float,
-        timeout_s: float,
-        name: str | None = None,
-        max_concurrent: int = GTP_CONCURRENCY,
-    ) -> None:
-        self.argv = list(argv)
-        self.name = name or engine_name(self.argv)
-        self.size, self.komi, self.timeout_s = size, komi, timeout_s
-        self.max_concurrent: int | None = max_concurrent
-        self._procs: dict[int, GtpProcess] = {}
-        self._colors: dict[int, int] = {}
-
-    @classmethod
-    def from_command(cls, command: str, cfg: Config) -> GtpPlayer:
-        return cls(
-            resolve_command(command),
-            cfg.rules.board_size,
-            cfg.rules.komi,
-            cfg.evaluation.match_timeout_s,
-        )
-
-    # -- arena protocol ------------------------------------------------------------------
-
-    def start_game(self, slot: int, game: Game, color: int) -> Failure | None:
-        self._colors[slot] = color
-        try:
-            proc = self._procs.get(slot)
-            if proc is None:
-                proc = self._procs[slot] = GtpProcess(self.argv, self.timeout_s)
-            for command in (f"boardsize {game.size}", f"komi {game.komi:g}", "clear_board"):
-                ok, text = proc.send(command)
-                if not ok:
-                    return Failure("abort", f"engine refused '{command}': {text}")
-            for color_played, move in game.history:  # normally none: games start empty
-                ok, text = proc.send(f"play {_colour(color_played)} {_vertex(move, game.size)}")
-                if not ok:
-                    return Failure("abort", f"engine refused setup move: {text}")
-        except EngineFailure as failure:
-            self._discard(slot)
-            return Failure("forfeit", f"engine failed to start: {failure}")
-        return None
-
-    def genmoves(self, requests: Sequence[MoveRequest]) -> list[int | Failure]:
-        return [self._genmove_slot(r.slot, r.color) for r in requests]
-
-    def observe(self, slot: int, color: int, move: int) -> Failure | None:
-        proc = self._procs.get(slot)
-        if proc is None or color == self._colors.get(slot):
-            return None  # its own move: the engine played it when it answered genmove
-        vertex = _vertex(move, self.size)
-        try:
-            ok, text = proc.send(f"play {_colour(color)} {vertex}")
-        except EngineFailure as failure:
-            self._discard(slot)
-            return Failure("forfeit", str(failure))
-        if not ok:
-            return Failure("abort", f"engine refused legal move {vertex}: {text}")
-        return None
-
-    def end_game(self, slot: int) -> None:
-        self._colors.pop(slot, None)  # the process stays for the slot's next game
-
-    def close(self) -> None:
-        """Quit every engine process (killed if it does not exit)."""
-        for slot in list(self._procs):
-            self._discard(slot)
-
-    # -- one game ------------------------------------------------------------------------
-
-    def _genmove_slot(self, slot: int, color: int) -> int | Failure:
-        proc = self._procs.get(slot)
-        if proc is None:
-            return Failure("forfeit", "engine is not running")
-        try:
-            ok, text = proc.send(f"genmove {_colour(color)}")
-        except EngineFailure as failure:
-            self._discard(slot)
-            return Failure("forfeit", str(failure))
-        if not ok:
-            return Failure("forfeit", f"genmove failed: {text}")
-        answer = text.strip().lower()
-        if answer == "resign":
-            return RESIGN
-        try:
-            return coords.from_gtp(answer, self.size)
-        except ValueError:
-            pass
-        if re.fullmatch(r"[a-hj-z][0-9]{1,2}", answer):  # a vertex, but off this board
-            return Failure("forfeit", f"illegal move {answer.upper()}")
-        self._discard(slot)  # its state is unknown now
-        return Failure("forfeit", f"garbage answer to genmove: {text[:60]!r}")
-
-    def _discard(self, slot: int) -> None:
-        proc = self._procs.pop(slot, None)
-        if proc is not None:
-            proc.close()
-
-    def genmove(self, game: Game, color: int) -> int:
-        """`tabula.gtp.Player`: replay `game` into a dedicated engine, then ask it."""
-        failure = self.start_game(-1, game, color)
-        answer = failure if failure is not None else self._genmove_slot(-1, color)
-        if isinstance(answer, Failure):
-            raise EngineFailure(f"{self.name}: {answer.reason}")
-        return answer
-
-
-def _colour(color: int) -> str:
-    return "b" if color == 1 else "w"
-
-
-def _vertex(move: int, size: int) -> str:
-    return coords.to_gtp(move, size)
 
 
 # -- network players ---------------------------------------------------------------------
