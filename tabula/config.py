@@ -131,7 +131,7 @@ class SearchConfig(_Section):
 class SelfPlayConfig(_Section):
     """Self-play by the best player alpha_theta*, with automatic resignation."""
 
-    games: int = Field(default=128, ge=1, description="Per iteration, all workers (paper 25,000).")
+    games: int = Field(default=96, ge=1, description="Per iteration, all workers (paper 25,000).")
     workers: int = Field(default=2, ge=1, description="W: self-play tasks run in parallel.")
     concurrent_games: int = Field(
         default=64, ge=1, description="G: games a worker plays at once, sharing network batches."
@@ -168,7 +168,7 @@ class TrainingConfig(_Section):
     batch_size: int = Field(default=256, ge=1, description="Positions per step (paper 2048).")
     steps: int = Field(default=100, ge=1, description="Optimizer steps per iteration.")
     lr_boundaries: list[int] = Field(
-        default=[570, 860],
+        default=[343, 514],
         description="Global steps where lr drops, increasing (paper 400k, 600k).",
     )
     lr_values: list[float] = Field(
@@ -177,7 +177,7 @@ class TrainingConfig(_Section):
     momentum: float = Field(default=0.9, ge=0, lt=1, description="SGD momentum (paper 0.9).")
     weight_decay: float = Field(default=1e-4, ge=0, description="L2 weight c (paper 1e-4).")
     window_games: int = Field(
-        default=2560, ge=1, description="Sample the most recent this-many games (paper 500,000)."
+        default=1920, ge=1, description="Sample the most recent this-many games (paper 500,000)."
     )
     window_iterations: int | None = Field(
         default=None, ge=1, description="Also only the last K iterations' games; None = no cap."
@@ -216,7 +216,7 @@ class TrainingConfig(_Section):
 class EvaluationConfig(_Section):
     """Gating against the best player (paper: 400 games, > 55%), and anchor games."""
 
-    gating_games: int = Field(default=40, ge=1, description="Games (the most if sprt; paper 400).")
+    gating_games: int = Field(default=20, ge=1, description="Games (the most if sprt; paper 400).")
     gating_threshold: float = Field(
         default=0.55, gt=0, lt=1, description="Promote above this win rate (paper 0.55)."
     )
@@ -251,7 +251,7 @@ class PipelineConfig(_Section):
     """The run: name, length, seed, where data and records go, and where work runs."""
 
     name: str = Field(default="quickstart", pattern=_NAME, description="Run name (paths, MLflow).")
-    iterations: int = Field(default=10, ge=1, description="Self-play/train/gate iterations.")
+    iterations: int = Field(default=6, ge=1, description="Self-play/train/gate iterations.")
     seed: int = Field(default=0, ge=0, lt=2**63, description="Root of every random generator.")
     data_dir: str = Field(default="data", min_length=1, description="DVC-tracked artifacts.")
     mlflow_tracking_uri: str = Field(
