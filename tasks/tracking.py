@@ -42,8 +42,9 @@ def connect(tracking_uri: str, project: Path | None = None):
     Creating the client also creates the SQLite schema, so call this once before starting
     parallel writers.
     """
-    _quiet()
     from mlflow import MlflowClient
+
+    _quiet()  # after the import: importing mlflow configures its own loggers at INFO
 
     uri = resolve_uri(tracking_uri, project)
     if uri.startswith("sqlite:///"):
