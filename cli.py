@@ -7,6 +7,7 @@ illegal moves) print one line and exit with code 2; nothing here holds logic of 
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -37,20 +38,50 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _first_line(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()
+    return first[0] if first else type(exc).__name__
+
+
 def expected_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn the project's expected errors (ValueError subclasses, missing files) into exit 2."""
+    """Turn expected errors into one line on stderr: usage errors (ValueError subclasses, a
+    missing file) exit 2; the environment failing (disk full, a file size limit, a folder that
+    cannot be made) exits 1."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
-            first = str(exc).strip().splitlines()
-            _fail(first[0] if first else type(exc).__name__)
+            _fail(_first_line(exc))
+        except OSError as exc:
+            _fail(
+                f"{_first_line(exc)} (check free disk space, file size limits and "
+                "permissions, then run again)",
+                code=1,
+            )
         except KeyboardInterrupt:
             _fail("interrupted", code=130)
 
     return wrapper
+
+
+class _NoTracebackForExpected(logging.Filter):
+    """Prefect logs a failed task's or flow's traceback on the console. For an expected error
+    the one line of `expected_errors` says it all, so the console keeps Prefect's one-line
+    record and drops the traceback (Prefect's API log, written earlier, keeps it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], ValueError | OSError):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _one_line_console_errors() -> None:
+    """Install `_NoTracebackForExpected` on the root handlers (Prefect's console handler)."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _NoTracebackForExpected) for f in handler.filters):
+            handler.addFilter(_NoTracebackForExpected())
 
 
 def _config(config: Path | None, overrides: list[str] | None):
@@ -270,11 +301,12 @@ def run(
     set_: SetOpt = None,
 ) -> None:
     """Run the pipeline (or resume it at the first unfinished stage)."""
+    overrides = list(set_ or []) + ([f"pipeline.name={name}"] if name else [])
+    cfg = _config(config, overrides)  # before importing Prefect: a bad config fails at once
     from flows.pipeline import run_pipeline
     from tasks.report import print_summary
 
-    overrides = list(set_ or []) + ([f"pipeline.name={name}"] if name else [])
-    cfg = _config(config, overrides)
+    _one_line_console_errors()
     rows = run_pipeline(cfg, _project(), iterations, dask_address)
     print_summary(cfg, _project(), rows)
 
@@ -309,6 +341,7 @@ def reproduce(
     from flows.reproduce import reproduce as reproduce_flow
 
     cfg = _config(config, set_)
+    _one_line_console_errors()
     result = reproduce_flow(
         target,
         str(_project()),

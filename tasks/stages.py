@@ -8,6 +8,8 @@ calls too.
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -34,6 +36,15 @@ def _retry_on_io(task_: Any, task_run: Any, state: Any) -> bool:
 IO_RETRIES: dict[str, Any] = {
     "retries": 2, "retry_delay_seconds": 2, "retry_condition_fn": _retry_on_io,
 }
+
+
+def set_threads(n: int) -> None:
+    """torch's intra-op threads for this process: one per core, shared out among the self-play
+    workers of a process; training's count is recorded, since it changes the float sums."""
+    import torch
+
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
 
 
 def derive_seed(run_seed: int, *keys: int) -> int:
@@ -87,20 +98,30 @@ def selfplay_worker(cfg: Config, layout: RunLayout, iteration: int, worker: int,
     out = layout.worker(iteration, worker)
     reset_dir(out)  # a killed worker's shards are replaced, never appended to
     started = time.perf_counter()
+    set_threads(max(1, (os.cpu_count() or 1) // cfg.selfplay.workers))
     result = plain(run_worker(cfg, model, out, games=games, seed=seed, iteration=iteration,
                               worker=worker))
     result["seconds"] = time.perf_counter() - started
+    # Where it ran: a Dask worker's process on a cluster, the flow's own process locally.
+    result["host"], result["pid"] = socket.gethostname(), os.getpid()
     mark_done(layout, iteration, marker, result)
     return result
 
 
 @task(name="train", task_run_name="train-i{iteration}", **IO_RETRIES)
 def train(cfg: Config, layout: RunLayout, iteration: int, window: list[str], init: str,
-          seed: int, mlflow_run_id: str | None, tracking_uri: str | None) -> dict[str, Any]:
-    """Continue training the latest network on the window; export ``iter-N/model``."""
+          seed: int, mlflow_run_id: str | None, tracking_uri: str | None,
+          threads: int | None = None) -> dict[str, Any]:
+    """Continue training the latest network on the window; export ``iter-N/model``.
+
+    The window is checked against its recorded DVC hashes first (``verify_window``).
+    """
     from tasks.train import train_stage
 
+    verify_window(layout, window)
     reset_dir(layout.model_dir(iteration))
+    threads = threads or os.cpu_count() or 1
+    set_threads(threads)
     started = time.perf_counter()
     result = plain(train_stage(
         cfg, [layout.project / w for w in window], layout.model(iteration),
@@ -108,7 +129,40 @@ def train(cfg: Config, layout: RunLayout, iteration: int, window: list[str], ini
         tracking_uri=tracking_uri, progress=False, model_id=f"{layout.run}/iter-{iteration:04d}",
     ))
     result["seconds"] = time.perf_counter() - started
+    result["threads"] = threads
     return result
+
+
+class WindowChangedError(ValueError):
+    """A self-play directory of the training window is not what its stage recorded; one line."""
+
+
+def verify_window(layout: RunLayout, window: list[str]) -> None:
+    """Refuse a training window whose data differs from the DVC hashes recorded for it.
+
+    Each directory of ``window`` (project-relative ``.../iter-J/selfplay``) must still match
+    the ``selfplay`` output in ``iter-J/dvc.lock``: a shard truncated, bit-flipped, removed,
+    added or replaced changes the hash (the datamodule's per-shard checks cannot see a removed
+    shard). Raises ``ShardError`` naming the file when a shard of a changed directory is corrupt,
+    else ``WindowChangedError`` naming the directory; nothing is trained on a changed window.
+    """
+    from model.shards import validate_shard
+    from tasks.versioning import status
+
+    targets = {f"{Path(w).parent / 'dvc.yaml'}:selfplay": w for w in window}
+    for target, entries in status(layout.project, list(targets)).items():
+        changed = {k: v for e in entries if isinstance(e, dict)
+                   for k, v in e.get("changed outs", {}).items()}
+        if not changed or target not in targets:
+            continue
+        rel = targets[target]
+        for shard in sorted((layout.project / rel).rglob("*.parquet")):
+            validate_shard(shard)  # a corrupt shard is named by its own check
+        raise WindowChangedError(
+            f"{rel}: {', '.join(sorted(set(changed.values())))} since "
+            f"{Path(rel).parent / 'dvc.lock'} recorded it (a shard removed, added or replaced); "
+            f"restore it with `dvc checkout {target}` before training"
+        )
 
 
 @task(name="gate", task_run_name="gate-i{iteration}", **IO_RETRIES)
