@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,7 +60,8 @@ def test_two_iterations_leave_everything_traceable(two_iterations):
     assert layout.rel(layout.selfplay(1)) in train_deps
     assert layout.rel(layout.selfplay(2)) in train_deps
     assert layout.rel(layout.model_dir(1)) in train_deps
-    dag = subprocess.run(["dvc", "dag", "--md"], cwd=project, capture_output=True, text=True)
+    dvc = str(Path(sys.executable).parent / "dvc")  # the venv's, whether or not it is on PATH
+    dag = subprocess.run([dvc, "dag", "--md"], cwd=project, capture_output=True, text=True)
     assert "iter-0002" in dag.stdout
 
     # Git: the user's branch is untouched; the run branch and tags hold the lineage.
