@@ -120,6 +120,13 @@ class SearchConfig(_Section):
         " its own single-point eye, so a briefly trained net cannot learn to pass away games"
         " that Tromp-Taylor scoring (dead stones count) decides on the board.",
     )
+    fill_own_eyes: bool = Field(
+        default=False,
+        description="True: the search may fill its own single-point eyes (the paper: every"
+        " legal move). False (ours): those moves are pruned, as the random player and most"
+        " Go programs' playouts do; a barely trained net would otherwise kill its own groups"
+        " and learn little from games that Tromp-Taylor scoring decides on the board.",
+    )
 
     def alpha_for(self, N: int) -> float:
         """Dirichlet alpha on an N x N board: the set value, else 0.03 * 361 / N**2."""
@@ -148,7 +155,9 @@ class SelfPlayConfig(_Section):
         default=-0.9, ge=-1, le=1, description="Initial resign threshold, then tuned; None = never."
     )
     resign_false_positive_target: float = Field(
-        default=0.05, gt=0, lt=1,
+        default=0.05,
+        gt=0,
+        lt=1,
         description="Max share of resign-disabled games that a resignation at v_resign would"
         " have lost (paper 0.05).",
     )
@@ -233,7 +242,8 @@ class EvaluationConfig(_Section):
         default=None, min_length=1, description="GnuGo GTP command line; None = no gnugo games."
     )
     match_timeout_s: float = Field(
-        default=60.0, gt=0,
+        default=60.0,
+        gt=0,
         description="Seconds an external GTP engine gets to answer one command; past it, that"
         " game is recorded as a forfeit and the engine restarted.",
     )

@@ -85,6 +85,7 @@ class SearchParams:
     leaves_per_game: int = 4
     virtual_loss: float = 1.0
     early_pass: bool = False
+    fill_own_eyes: bool = False
     noise: bool = True
     random_symmetry: bool = True
 
@@ -102,6 +103,7 @@ class SearchParams:
             leaves_per_game=s.leaves_per_game,
             virtual_loss=s.virtual_loss,
             early_pass=s.early_pass,
+            fill_own_eyes=s.fill_own_eyes,
             noise=noise,
         )
 
@@ -298,6 +300,7 @@ class BatchedMCTS:
         expand_and_backup(
             self.trees, leaves, n, priors, values, self.params.virtual_loss,
             self.ctx.neighbors, self.ctx.zobrist, self.perms, self.params.early_pass,
+            self.params.fill_own_eyes,
         )  # fmt: skip
         undo_collisions(self.trees, leaves, self.params.virtual_loss)
         roots = leaves.slot[:n][leaves.node[:n] == 0]

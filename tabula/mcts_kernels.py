@@ -375,14 +375,30 @@ def _restrict_pass(board, color, passes, mask, nbr) -> int:
 
 
 @njit(cache=True, nogil=True)
-def expand_and_backup(t, leaves, n, priors, values, vl, nbr, zob, perms, early_pass) -> None:
+def _drop_own_eye_fills(board, color, mask, nbr) -> int:
+    """Take the moves that fill one's own single-point eye out of ``mask`` (pass is kept).
+    Returns the change in the legal-move count."""
+    removed = 0
+    for p in range(board.shape[0]):
+        if mask[p] and _fills_own_eye(board, p, color, nbr):
+            mask[p] = False
+            removed += 1
+    return -removed
+
+
+@njit(cache=True, nogil=True)
+def expand_and_backup(
+    t, leaves, n, priors, values, vl, nbr, zob, perms, early_pass, fill_own_eyes
+) -> None:
     """Expand leaves ``0..n-1`` with the network's output and back their values up.
 
     priors: float32[n, M+1] softmax over all moves in the leaf's transformed frame (mapped
     back here), values: float32[n] from the leaf's side to move. Illegal moves (occupied,
     suicide, positional superko against the real game and the leaf's path) get P = -1; the
-    rest are renormalised (uniform if the network gave them no mass). The root's expansion
-    (node 0) does not count as a simulation.
+    rest are renormalised (uniform if the network gave them no mass). Without ``early_pass``,
+    pass is pruned as ``_restrict_pass`` says; without ``fill_own_eyes``, so are the moves that
+    fill one's own single-point eye (pass then remains whenever nothing else does). The
+    root's expansion (node 0) does not count as a simulation.
     """
     M = t.board.shape[2]
     path = np.empty(t.move_number.shape[1] + 1, dtype=np.uint64)
@@ -400,8 +416,11 @@ def expand_and_backup(t, leaves, n, priors, values, vl, nbr, zob, perms, early_p
             t.game_set[g], path, n_path, mask,
         )  # fmt: skip
         if not early_pass:
-            count += _restrict_pass(t.board[g, node], t.to_play[g, node], t.passes[g, node],
-                                    mask, nbr)
+            count += _restrict_pass(
+                t.board[g, node], t.to_play[g, node], t.passes[g, node], mask, nbr
+            )
+        if not fill_own_eyes:
+            count += _drop_own_eye_fills(t.board[g, node], t.to_play[g, node], mask, nbr)
         perm = perms[leaves.sym[i]]
         P = t.P[g, node]
         total = 0.0

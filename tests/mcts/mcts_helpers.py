@@ -97,21 +97,27 @@ def path_moves(m: BatchedMCTS, g: int, node: int) -> list[int]:
     return moves[::-1]
 
 
-def search_mask(game: Game, early_pass: bool) -> np.ndarray:
-    """The moves a search may take: the legal moves, and without early passes, pass only
-    after the opponent passed or when every other legal move fills one's own eye."""
+def search_mask(game: Game, early_pass: bool, fill_own_eyes: bool = True) -> np.ndarray:
+    """The moves a search may take, recomputed in plain Python: the legal moves; without
+    early passes, pass only after the opponent passed or when every other legal move fills
+    one's own eye; without ``fill_own_eyes``, no move that fills one's own eye."""
     mask = game.legal_mask()
-    if early_pass or game.passes > 0:
-        return mask
-    board, color = game.board.ravel(), game.to_play
-    N = game.size
-    for p in np.flatnonzero(mask[:-1]):
-        r, c = divmod(int(p), N)
-        around = [board[q * N + k] for q, k in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1))
-                  if 0 <= q < N and 0 <= k < N]
-        if any(x != color for x in around):
-            mask[-1] = False
-            break
+    board, color, N = game.board.ravel(), game.to_play, game.size
+
+    def own_eye(p: int) -> bool:
+        r, c = divmod(p, N)
+        around = [
+            board[q * N + k]
+            for q, k in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1))
+            if 0 <= q < N and 0 <= k < N
+        ]
+        return all(x == color for x in around)
+
+    eye_fills = [int(p) for p in np.flatnonzero(mask[:-1]) if own_eye(int(p))]
+    if not early_pass and game.passes == 0 and len(eye_fills) < mask[:-1].sum():
+        mask[-1] = False
+    if not fill_own_eyes:
+        mask[eye_fills] = False
     return mask
 
 
@@ -147,7 +153,10 @@ def check_tree(m: BatchedMCTS, g: int, game: Game | None = None) -> None:
             assert int(t.hash[g, n]) == replay.position_hash
             assert t.to_play[g, n] == replay.to_play
             if state == EXPANDED:
-                assert ((t.P[g, n] >= 0) == search_mask(replay, m.params.early_pass)).all(), n
+                assert (
+                    (t.P[g, n] >= 0)
+                    == search_mask(replay, m.params.early_pass, m.params.fill_own_eyes)
+                ).all(), n
             if state == TERMINAL:
                 assert replay.is_over()
                 assert t.value[g, n] == np.sign(replay.score()) * replay.to_play

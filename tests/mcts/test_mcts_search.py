@@ -107,6 +107,39 @@ def test_one_point_and_pass() -> None:
     check_tree(m, 0, game)
 
 
+@pytest.mark.parametrize("fill_own_eyes", [False, True])
+def test_own_eye_fills_are_searched_only_when_allowed(fill_own_eyes: bool) -> None:
+    # Black's wall has single-point eyes at A5, E1 and C3: filling them is legal but pruned
+    # unless `fill_own_eyes`; the other empty points stay searchable either way.
+    game = game_from_diagram(
+        """
+        . X . . .
+        X X X X X
+        X X . X X
+        X X X X X
+        . . X X .
+        """,
+        to_play=1,
+    )
+    eyes = [vertex(game, v) for v in ("A5", "C3", "E1")]
+    others = [vertex(game, v) for v in ("C5", "D5", "E5", "A1", "B1")]
+    assert all(game.is_legal(p) for p in eyes + others)
+    m = searched(game, hashed, simulations=200, fill_own_eyes=fill_own_eyes)
+    P = m.trees.P[0, 0]
+    assert ((P[eyes] >= 0) == fill_own_eyes).all()
+    assert (P[others] >= 0).all() and P[25] < 0  # no early pass while a real move remains
+    check_tree(m, 0, game)
+
+
+def test_when_only_own_eye_fills_remain_the_search_passes() -> None:
+    game = game_from_diagram(ONLY_PASS.replace("O", "x").replace("X", "O").replace("x", "X"))
+    assert game.legal_mask().sum() == 5  # four own-eye fills and pass
+    m = searched(game, simulations=30)
+    stats = m.root_stats(0)
+    assert stats.visits[25] == 30 and m.choose_move(0, 1.0) == 25
+    check_tree(m, 0, game)
+
+
 def test_illegal_moves_never_get_visits() -> None:
     # After Black takes the ko at C3, White may not retake at B3 (positional superko); A1 is
     # suicide for White; stones occupy the rest.
