@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from flows.pipeline import run_pipeline
+from tabula.config import config_to_flat_dict, parse_config
 from tasks import tracking, versioning
 from tasks.layout import RunLayout, RunLock, RunLockedError
 
@@ -121,3 +122,21 @@ def test_changed_config_on_resume_is_refused(prefect_server, tiny_config, projec
         update={"pipeline": tiny_config.pipeline.model_copy(update={"iterations": 50})}
     )
     assert freeze_config(longer, layout) == layout.params.read_text()  # only more iterations
+    moved = tiny_config.model_copy(
+        update={
+            "pipeline": tiny_config.pipeline.model_copy(
+                update={
+                    "dask_address": "tcp://10.0.0.5:8786",
+                    "prefect_api_url": "http://h:4200/api",
+                }
+            )
+        }
+    )
+    text = freeze_config(moved, layout)  # the cluster moved: resumed there, the file kept
+    resumed = parse_config(text, source="resumed")
+    assert resumed.pipeline.dask_address == "tcp://10.0.0.5:8786"
+    assert resumed.pipeline.prefect_api_url == "http://h:4200/api"
+    assert config_to_flat_dict(resumed.model_copy(update={"pipeline": tiny_config.pipeline})) == (
+        config_to_flat_dict(tiny_config)
+    )
+    assert parse_config(layout.params.read_text(), source="f").pipeline.dask_address is None
