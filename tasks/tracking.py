@@ -17,8 +17,10 @@ Active runs are per thread in MLflow's fluent API, so everything here goes throu
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import uuid
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -48,10 +50,36 @@ def connect(tracking_uri: str, project: Path | None = None):
 
     uri = resolve_uri(tracking_uri, project)
     if uri.startswith("sqlite:///"):
-        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        _ensure_sqlite_store(Path(uri.removeprefix("sqlite:///")))
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
     client.search_experiments(max_results=1)  # creates the tables on first use
     return client
+
+
+def _ensure_sqlite_store(path: Path) -> None:
+    """Create a missing SQLite store whole or not at all.
+
+    MLflow builds its schema in dozens of migrations; a process killed halfway (SIGKILL,
+    Ctrl-C, a full disk) would leave a store that no later run can open ("table
+    _alembic_tmp_runs already exists"). So a new store is built under a temporary name and
+    linked into place once complete; when another process links one first, that one is used.
+    """
+    from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # SQLite creates it
+        try:
+            store = SqlAlchemyStore(f"sqlite:///{tmp}", DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH)
+            store.engine.dispose()
+            with contextlib.suppress(FileExistsError, FileNotFoundError):
+                os.link(tmp, path)  # never replaces: a store made meanwhile wins
+        finally:
+            tmp.unlink(missing_ok=True)
+    # Left by a creator that was killed; one still at work just loses its link (see above).
+    for stale in path.parent.glob(f".{path.name}.*.tmp*"):
+        stale.unlink(missing_ok=True)
 
 
 def resolve_uri(tracking_uri: str, project: Path | None) -> str:

@@ -1,0 +1,326 @@
+"""Bad input at the edges: malformed params, GTP junk, and checkpoints carrying a pickle payload.
+
+Everything goes through the real entry points: the ``tabula`` command in a subprocess, the GTP
+engine's ``handle``, the checkpoint loader. Expected failures are one line on stderr, exit 2,
+and leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from model.datamodule import synthetic_records
+from model.network import CheckpointError, load_checkpoint, make_network, save_checkpoint
+from model.shards import write_shard
+from tabula.gtp import GtpEngine, RandomPlayer, preprocess
+
+TABULA = str(Path(sys.executable).parent / "tabula")
+PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
+
+
+def _tabula(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PREFECT_LOGGING_LEVEL": "WARNING"}
+    return subprocess.run(
+        [TABULA, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _one_line(proc: subprocess.CompletedProcess) -> str:
+    """The single stderr line of a refused command (exit 2)."""
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith("tabula: "), lines
+    return lines[0]
+
+
+# --- 3. malformed params.yaml values through `tabula run` --------------------------------------
+
+# (id, edit of the shipped params.yaml as {dotted key: value} or raw YAML text, key named)
+FILE_CASES = [
+    ("string-for-int", {"rules.board_size": "nine"}, "rules.board_size"),
+    ("board-too-small", {"rules.board_size": 4}, "rules.board_size"),
+    ("board-too-large", {"rules.board_size": 25}, "rules.board_size"),
+    ("komi-not-half", {"rules.komi": 7.3}, "rules.komi"),
+    ("unknown-key", {"search.simulation": 100}, "search.simulation"),
+    ("unknown-section", {"rulez": {"board_size": 9}}, "rulez"),
+    ("section-not-mapping", {"network": 4}, "network"),
+    ("float-for-int", {"search.simulations": 2.5}, "search.simulations"),
+    ("negative-count", {"selfplay.games": -5}, "selfplay.games"),
+    ("null-for-int", {"network.blocks": None}, "network.blocks"),
+    ("scalar-for-list", {"training.lr_values": 0.01}, "training.lr_values"),
+    ("not-increasing", {"training.lr_boundaries": [400, 200]}, "training.lr_boundaries"),
+    ("lr-count", {"training.lr_values": [0.1]}, "training.lr_values"),
+    ("momentum-one", {"training.momentum": 1.0}, "training.momentum"),
+    ("not-a-bool", {"training.bf16": "maybe"}, "training.bf16"),
+    ("nan", {"search.c_puct": float("nan")}, "search.c_puct"),
+    ("infinity", {"search.dirichlet_epsilon": float("inf")}, "search.dirichlet_epsilon"),
+    ("bad-literal", {"pipeline.device": "tpu"}, "pipeline.device"),
+    ("path-in-name", {"pipeline.name": "../escape"}, "pipeline.name"),
+    ("negative-seed", {"pipeline.seed": -1}, "pipeline.seed"),
+    ("empty-string", {"pipeline.data_dir": ""}, "pipeline.data_dir"),
+    ("sprt-order", {"evaluation.sprt_elo1": -5.0}, "evaluation.sprt_elo1"),
+    ("tracking-uri", {"pipeline.mlflow_tracking_uri": "garbage"}, "pipeline.mlflow_tracking_uri"),
+    ("duplicate-key", "rules:\n  board_size: 9\n  board_size: 7\n", "board_size"),
+    ("yaml-syntax", "rules:\n  board_size: [9\n", "line "),
+    ("top-level-list", "- rules\n- network\n", "top level"),
+]
+
+# (id, --set overrides on top of the default config, key named)
+SET_CASES = [
+    ("out-of-range", ["search.simulations=0"], "search.simulations"),
+    ("unknown-key", ["search.simulatoins=5"], "search.simulatoins"),
+    ("no-equals", ["rules.board_size"], "rules.board_size"),
+    ("value-as-section", ["rules.board_size.x=1"], "rules.board_size"),
+    ("yaml-syntax", ["training.lr_values=[0.1,oops"], "training.lr_values"),
+    ("empty-value", ["selfplay.games="], "selfplay.games"),
+    ("later-wins-bad", ["rules.board_size=9", "rules.board_size=3"], "rules.board_size"),
+]
+
+
+def _edited_params(edit: dict | str) -> str:
+    if isinstance(edit, str):
+        return edit
+    data = yaml.safe_load(PARAMS.read_text())
+    for dotted, value in edit.items():
+        *path, last = dotted.split(".")
+        node = data
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _check_refused(
+    proc: subprocess.CompletedProcess, key: str, project: Path, before: set[str]
+) -> None:
+    line = _one_line(proc)
+    assert key in line, line
+    assert proc.stdout == ""
+    assert {p.name for p in project.iterdir()} == before  # no data/, mlflow/, .dvc
+    assert not (project / "data").exists() and not (project / "mlflow").exists()
+
+
+@pytest.mark.parametrize(
+    ("edit", "key"), [c[1:] for c in FILE_CASES], ids=[c[0] for c in FILE_CASES]
+)
+def test_malformed_params_file_is_one_line_exit_2(tmp_path: Path, edit, key) -> None:
+    bad = tmp_path / "BAD.yaml"
+    bad.write_text(_edited_params(edit))
+    before = {p.name for p in tmp_path.iterdir()}
+    _check_refused(_tabula(["run", "--config", str(bad)], tmp_path), key, tmp_path, before)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"), [c[1:] for c in SET_CASES], ids=[c[0] for c in SET_CASES]
+)
+def test_malformed_set_override_is_one_line_exit_2(tmp_path: Path, overrides, key) -> None:
+    args = ["run", "--config", str(PARAMS)]
+    for item in overrides:
+        args += ["--set", item]
+    _check_refused(_tabula(args, tmp_path), key, tmp_path, set())
+
+
+def test_missing_config_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    proc = _tabula(["run", "--config", "nope.yaml"], tmp_path)
+    assert "nope.yaml" in _one_line(proc)
+    assert not any(tmp_path.iterdir())
+
+
+# --- 4. GTP: 10,000 random and malformed lines -------------------------------------------------
+
+GTP_LINES = 10_000
+COMMANDS = [
+    "protocol_version", "name", "version", "known_command", "list_commands", "boardsize",
+    "clear_board", "komi", "play", "genmove", "kgs-genmove_cleanup", "undo", "showboard",
+    "final_score", "time_settings", "time_left", "quit",
+]  # fmt: skip
+_vertex = st.builds(
+    lambda c, r: f"{c}{r}", st.sampled_from("ABCDEFGHIJKLMNOPQRSTZabhjtz"), st.integers(-2, 25)
+)
+_token = st.one_of(
+    _vertex,
+    st.sampled_from(
+        [
+            "b",
+            "w",
+            "B",
+            "white",
+            "pass",
+            "resign",
+            "#",
+            "0",
+            "-1",
+            "9",
+            "19",
+            "1e9",
+            "nan",
+            "inf",
+            "+5",
+            "7.5",
+            "-0.5",
+            "99999999999999999999999",
+            "\x00",
+            "\r",
+            "\t",
+            "\x7f",
+            "\u2028",
+            "\x85",
+            "\ufeff",
+        ]
+    ),
+    st.sampled_from(COMMANDS),
+    st.integers(-(10**25), 10**25).map(str),
+    st.text(max_size=10),
+)
+_command = st.builds(
+    lambda i, c, a, tail: " ".join([*i, c, *a]) + tail,
+    st.lists(st.integers(0, 10**20).map(str), max_size=1),
+    st.sampled_from(COMMANDS),
+    st.lists(_token, max_size=4),
+    st.sampled_from(["", "\n", "\r\n", " # comment", "\t"]),
+)
+_junk = st.one_of(
+    st.text(max_size=120),
+    st.binary(max_size=120).map(lambda b: b.decode("latin-1")),
+    st.lists(_token, max_size=6).map(" ".join),
+    st.text(alphabet=st.characters(max_codepoint=0x3000), min_size=200, max_size=2000),
+)
+_line = st.one_of(_command, _command, _junk)
+
+
+def _check_gtp_reply(line: str, reply: str | None) -> None:
+    """GTP 2 (spec 2.6-2.7): '=' or '?', the command's id if it had one, a space, the text, and
+    exactly one empty line at the end, none inside."""
+    tokens = preprocess(line).split()
+    if not tokens:
+        assert reply is None, (line, reply)
+        return
+    assert isinstance(reply, str), (line, reply)
+    cmd_id = tokens[0] if re.fullmatch(r"[0-9]+", tokens[0]) else ""
+    assert re.match(rf"[=?]{cmd_id}( |\n)", reply), (line, reply[:200])
+    assert reply.endswith("\n\n"), (line, reply[-200:])
+    assert "\n\n" not in reply[:-2], (line, reply)
+    assert all(part.strip() for part in reply[:-2].split("\n")[1:]), (line, reply)  # no blank
+    assert "internal error" not in reply, (line, reply)
+
+
+def test_ten_thousand_malformed_gtp_lines_get_protocol_replies() -> None:
+    fed: list[int] = []
+
+    @settings(
+        max_examples=400,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(st.lists(_line, min_size=25, max_size=40), st.sampled_from([5, 9, 19]))
+    def feed(script: list[str], size: int) -> None:
+        engine = GtpEngine(RandomPlayer(0), size=size)
+        for line in script:
+            _check_gtp_reply(line, engine.handle(line))
+            fed.append(1)
+        # Still a working engine afterwards.
+        assert engine.handle("7 clear_board") == "=7 \n\n"
+        assert engine.handle("8 genmove b").startswith("=8 ")  # type: ignore[union-attr]
+
+    feed()
+    assert len(fed) >= GTP_LINES, len(fed)
+
+
+# --- 5. a checkpoint with a pickle payload is refused -----------------------------------------
+
+
+class _Exploit:
+    """Unpickling this runs ``os.system`` (what a malicious checkpoint would do)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # noqa: ANN204
+        return os.system, (f"touch {self.marker}",)
+
+
+def _evil_files(tmp_path: Path, marker: Path) -> dict[str, Path]:
+    """The payload every way it can arrive: inside a real tabula checkpoint, as the whole
+    file, in torch's legacy format, and as a bare pickle."""
+    files = {name: tmp_path / f"{name}.pt" for name in ("metadata", "whole", "legacy", "bare")}
+    real = save_checkpoint(tmp_path / "real.pt", make_network(5, 1, 4, seed=0), {})
+    payload = torch.load(real, weights_only=True)
+    payload["metadata"] = {"note": _Exploit(marker)}
+    torch.save(payload, files["metadata"])
+    torch.save(_Exploit(marker), files["whole"])
+    torch.save(
+        {"state_dict": _Exploit(marker)}, files["legacy"], _use_new_zipfile_serialization=False
+    )
+    files["bare"].write_bytes(pickle.dumps(_Exploit(marker)))
+    # The files really are armed: a plain unpickle runs the payload (then the marker goes).
+    pickle.loads(files["bare"].read_bytes())
+    assert marker.exists()
+    marker.unlink()
+    return files
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol:UserWarning")
+def test_pickle_payload_refused_by_load_checkpoint(tmp_path: Path) -> None:
+    marker = tmp_path / "PWNED"
+    for name, path in _evil_files(tmp_path, marker).items():
+        with pytest.raises(CheckpointError) as refused:
+            load_checkpoint(path)
+        message = str(refused.value)
+        assert "\n" not in message and str(path) in message, (name, message)
+        assert not marker.exists(), name
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [  # gtp is the issue's case; the others import Lightning
+        "gtp",
+        pytest.param("selfplay", marks=pytest.mark.slow),
+        pytest.param("train", marks=pytest.mark.slow),
+    ],
+)
+def test_pickle_payload_refused_by_the_cli(tmp_path: Path, entry: str) -> None:
+    marker = tmp_path / "PWNED"
+    evil = _evil_files(tmp_path, marker)["metadata"]
+    args = {
+        "gtp": ["gtp", "--model", str(evil)],
+        "selfplay": [
+            "selfplay",
+            "--model",
+            str(evil),
+            "--out",
+            str(tmp_path / "sp"),
+            "--games",
+            "1",
+            "--set",
+            "rules.board_size=5",
+        ],
+        "train": [
+            "train",
+            "--data",
+            str(tmp_path / "data"),
+            "--init",
+            str(evil),
+            "--out",
+            str(tmp_path / "out.pt"),
+        ],
+    }[entry]
+    write_shard(tmp_path / "data" / "s.parquet", synthetic_records(9, games=2, moves=4, seed=0))
+    proc = _tabula(args, tmp_path)
+    line = _one_line(proc)
+    assert str(evil) in line and ("weights_only" in line or "not a readable" in line), line
+    assert not marker.exists()
+    assert not (tmp_path / "sp").exists() and not (tmp_path / "out.pt").exists()
