@@ -36,7 +36,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,6 +47,8 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from tests.repos import make_user_repo  # noqa: E402
 
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
 # Smaller stages than the quick start's (128 games, 100 steps, 40 + 10 match games), so the
@@ -69,20 +70,7 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMBA_NUM_THREADS
 
 
 def _project(tmp: Path) -> Path:
-    repo = tmp / "project"
-    repo.mkdir()
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "bench",
-        "GIT_AUTHOR_EMAIL": "bench@localhost",
-        "GIT_COMMITTER_NAME": "bench",
-        "GIT_COMMITTER_EMAIL": "bench@localhost",
-    }
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-    (repo / "README.md").write_text("bench project\n")
-    subprocess.run(["git", "add", "README.md"], cwd=repo, check=True)
-    subprocess.run(["git", "commit", "-qm", "init"], cwd=repo, check=True, env=env)
-    return repo
+    return make_user_repo(tmp / "project", who="bench")
 
 
 def _stage_seconds(state: Path) -> dict[str, float]:

@@ -33,6 +33,7 @@ from tasks import tracking, versioning
 from tasks.layout import RunLayout, read_json
 from tasks.stages import WindowChangedError, verify_window
 from tests.flows.conftest import TINY, prefect_server  # noqa: F401 - the Prefect API fixture
+from tests.repos import make_user_repo
 
 pytestmark = pytest.mark.slow
 TABULA = str(Path(sys.executable).parent / "tabula")
@@ -143,20 +144,7 @@ def _error_line(stderr: str) -> str:
 @pytest.fixture(scope="module")
 def user_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An empty user repository (one commit); every project here is a fresh clone of it."""
-    repo = tmp_path_factory.mktemp("user") / "repo"
-    repo.mkdir()
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-    }
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-    (repo / "README.md").write_text("user project\n")
-    subprocess.run(["git", "add", "README.md"], cwd=repo, check=True)
-    subprocess.run(["git", "commit", "-qm", "init"], cwd=repo, check=True, env=env)
-    return repo
+    return make_user_repo(tmp_path_factory.mktemp("user") / "repo")
 
 
 def _clone(user_repo: Path, dest: Path) -> Path:

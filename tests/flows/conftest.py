@@ -7,12 +7,12 @@ DVC with a local directory remote. Only the sizes shrink, so an iteration takes 
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tabula.config import Config, load_config
+from tests.repos import make_user_repo
 
 TINY = [
     "rules.board_size=5",
@@ -56,17 +56,4 @@ def tiny_config() -> Config:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A temp git repo standing in for a user's clone (DVC is initialised by the pipeline)."""
-    repo = tmp_path / "project"
-    repo.mkdir()
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-    }
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-    (repo / "README.md").write_text("user project\n")
-    subprocess.run(["git", "add", "README.md"], cwd=repo, check=True)
-    subprocess.run(["git", "commit", "-qm", "init"], cwd=repo, check=True, env=env)
-    return repo
+    return make_user_repo(tmp_path / "project")

@@ -25,6 +25,7 @@ from tabula.config import Config
 from tasks import tracking, versioning
 from tasks.layout import RunLayout, read_json
 from tests.flows.conftest import TINY
+from tests.repos import make_user_repo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,20 +36,7 @@ def _selfplay_outs(layout: RunLayout, i: int) -> dict[str, str]:
 
 
 def _fresh_project(tmp_path: Path, name: str) -> Path:
-    repo = tmp_path / name
-    repo.mkdir()
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-    }
-    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
-    (repo / "README.md").write_text("user project\n")
-    subprocess.run(["git", "add", "README.md"], cwd=repo, check=True)
-    subprocess.run(["git", "commit", "-qm", "init"], cwd=repo, check=True, env=env)
-    return repo
+    return make_user_repo(tmp_path / name)
 
 
 def test_config_and_layout_cross_process_boundaries(tiny_config: Config, tmp_path: Path):
