@@ -94,7 +94,7 @@ class NetworkConfig(_Section):
 class SearchConfig(_Section):
     """MCTS: PUCT selection, root Dirichlet noise, batched leaves kept apart by virtual loss."""
 
-    simulations: int = Field(default=32, ge=1, description="Per self-play move (paper 1600).")
+    simulations: int = Field(default=16, ge=1, description="Per self-play move (paper 1600).")
     c_puct: float = Field(
         default=1.25, gt=0, description="U = c_puct P sqrt(sum_b N_b) / (1 + N); not in the paper."
     )
@@ -138,7 +138,7 @@ class SearchConfig(_Section):
 class SelfPlayConfig(_Section):
     """Self-play by the best player alpha_theta*, with automatic resignation."""
 
-    games: int = Field(default=96, ge=1, description="Per iteration, all workers (paper 25,000).")
+    games: int = Field(default=192, ge=1, description="Per iteration, all workers (paper 25,000).")
     workers: int = Field(default=2, ge=1, description="W: self-play tasks run in parallel.")
     concurrent_games: int = Field(
         default=64, ge=1, description="G: games a worker plays at once, sharing network batches."
@@ -175,9 +175,9 @@ class TrainingConfig(_Section):
     """SGD on (s, pi, z) sampled uniformly from the recent self-play window (paper Methods)."""
 
     batch_size: int = Field(default=256, ge=1, description="Positions per step (paper 2048).")
-    steps: int = Field(default=100, ge=1, description="Optimizer steps per iteration.")
+    steps: int = Field(default=250, ge=1, description="Optimizer steps per iteration.")
     lr_boundaries: list[int] = Field(
-        default=[343, 514],
+        default=[1000, 1150],
         description="Global steps where lr drops, increasing (paper 400k, 600k).",
     )
     lr_values: list[float] = Field(
@@ -186,7 +186,7 @@ class TrainingConfig(_Section):
     momentum: float = Field(default=0.9, ge=0, lt=1, description="SGD momentum (paper 0.9).")
     weight_decay: float = Field(default=1e-4, ge=0, description="L2 weight c (paper 1e-4).")
     window_games: int = Field(
-        default=1920, ge=1, description="Sample the most recent this-many games (paper 500,000)."
+        default=3840, ge=1, description="Sample the most recent this-many games (paper 500,000)."
     )
     window_iterations: int | None = Field(
         default=None, ge=1, description="Also only the last K iterations' games; None = no cap."
@@ -197,7 +197,7 @@ class TrainingConfig(_Section):
     )
     num_workers: int = Field(default=0, ge=0, description="DataLoader worker processes.")
     checkpoint_every: int = Field(
-        default=100, ge=1, description="Steps per checkpoint (paper 1000)."
+        default=250, ge=1, description="Steps per checkpoint (paper 1000)."
     )
 
     @field_validator("lr_boundaries")
@@ -229,14 +229,14 @@ class EvaluationConfig(_Section):
     gating_threshold: float = Field(
         default=0.55, gt=0, lt=1, description="Promote above this win rate (paper 0.55)."
     )
-    simulations: int = Field(default=32, ge=1, description="Per move in matches (paper 1600).")
+    simulations: int = Field(default=64, ge=1, description="Per move in matches (paper 1600).")
     sprt: bool = Field(default=False, description="Stop gating early by SPRT (paper: never).")
     sprt_elo0: float = Field(default=0.0, description="SPRT H0: the Elo gain is elo0.")
     sprt_elo1: float = Field(default=35.0, description="SPRT H1: the Elo gain is elo1 > elo0.")
     sprt_alpha: float = Field(default=0.05, gt=0, lt=0.5, description="SPRT false accepts.")
     sprt_beta: float = Field(default=0.05, gt=0, lt=0.5, description="SPRT false rejects.")
     anchor_games: int = Field(
-        default=10, ge=0, description="Vs random, and vs gnugo, per iteration."
+        default=20, ge=0, description="Vs random, and vs gnugo, per iteration."
     )
     gnugo: str | None = Field(
         default=None, min_length=1, description="GnuGo GTP command line; None = no gnugo games."
@@ -261,7 +261,7 @@ class PipelineConfig(_Section):
     """The run: name, length, seed, where data and records go, and where work runs."""
 
     name: str = Field(default="quickstart", pattern=_NAME, description="Run name (paths, MLflow).")
-    iterations: int = Field(default=6, ge=1, description="Self-play/train/gate iterations.")
+    iterations: int = Field(default=5, ge=1, description="Self-play/train/gate iterations.")
     seed: int = Field(default=0, ge=0, lt=2**63, description="Root of every random generator.")
     data_dir: str = Field(default="data", min_length=1, description="DVC-tracked artifacts.")
     mlflow_tracking_uri: str = Field(

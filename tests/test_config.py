@@ -282,8 +282,8 @@ def test_flat_dict_has_every_field_as_a_scalar() -> None:
     flat = config_to_flat_dict(load_config(None))
     n_fields = sum(len(model.model_fields) for model in _sections().values())
     assert len(flat) == n_fields
-    assert flat["search.simulations"] == 32
-    assert flat["training.lr_boundaries"] == "[343, 514]"
+    assert flat["search.simulations"] == 16
+    assert flat["training.lr_boundaries"] == "[1000, 1150]"
     assert flat["search.dirichlet_alpha"] is None
     assert all(v is None or isinstance(v, str | int | float | bool) for v in flat.values())
     assert config_to_flat_dict(load_config(None).resolve())["search.dirichlet_alpha"] > 0
