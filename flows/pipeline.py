@@ -16,9 +16,10 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from flows.iteration import iteration
+from flows.summary import with_final_ratings
 from tabula.config import Config, ConfigError, config_to_flat_dict, dump_config, parse_config
 from tasks import record, stages
-from tasks.layout import RunLayout, RunLock, read_json, write_json, write_text
+from tasks.layout import RunLayout, RunLock, read_json, stage_done, write_json, write_text
 from tasks.lineage import write_init_stage
 from tasks.versioning import code_commit, ensure_repo
 
@@ -58,7 +59,8 @@ def pipeline(
     one = iteration.with_options(task_runner=runner)
     rows = [one(config_yaml, project, run, i, parent, tags) for i in range(1, iterations + 1)]
     record.finish(cfg, layout, parent)
-    return rows
+    final = stage_done(layout, iterations, "evaluate") or {}
+    return with_final_ratings(rows, final.get("ratings", []), run)
 
 
 #: What a resume may change: how far the run goes and where its work runs, never what it

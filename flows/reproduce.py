@@ -62,8 +62,17 @@ def reproduce(
     with tempfile.TemporaryDirectory(prefix="tabula-reproduce-") as scratch:
         scratch_layout = _Scratch(layout, Path(scratch))
         try:
-            rebuilt = stages.train.fn(cfg, scratch_layout, i, window, str(init), seed, None,
-                                      None, threads=train_record.get("threads"))
+            rebuilt = stages.train.fn(
+                cfg,
+                scratch_layout,
+                i,
+                window,
+                str(init),
+                seed,
+                None,
+                None,
+                threads=train_record.get("threads"),
+            )
         except ValueError as refused:  # a corrupt shard is named and never trained on
             differences.append(f"training refused its inputs: {refused}")
             return Reproduction(run, i, recorded, "", differences)

@@ -63,6 +63,22 @@ def summary_row(i: int, selfplay: dict, train: dict, evaluation: dict, promotion
     }
 
 
+def with_final_ratings(rows: list[dict], ratings: list[dict], run: str) -> list[dict]:
+    """``rows`` with each iteration's Elo from ``ratings``, the fit over every game of the run.
+
+    An iteration's own row holds the fit made when it finished; later games move every rating,
+    so the run's closing table uses one fit for all, the one the Elo plot shows.
+    """
+    fit = {r["player"]: r for r in ratings}
+    out = []
+    for row in rows:
+        me = fit.get(f"{run}/iter-{row['iteration']:04d}")
+        if me is not None:
+            row = {**row, "elo": me["elo"], "elo_low": me["low"], "elo_high": me["high"]}
+        out.append(row)
+    return out
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
