@@ -2,21 +2,18 @@
 
 The store comes in two ways, and the test does not care which:
 
-* default: ``build_store`` writes, through ``tasks.tracking``, the layout a pipeline run leaves
-  (experiment ``tabula/<run>``, a parent run with two iteration children, losses by global
-  step, Elo by iteration, DVC datasets as inputs, two model versions and a ``champion`` alias);
+* default: ``pipeline_store`` runs the real pipeline (Prefect, DVC, MLflow) for two short
+  iterations in a fresh user repository and serves the store it leaves (experiment
+  ``tabula/<run>``, a parent run with its iteration children, losses by global step, Elo by
+  iteration, DVC datasets as inputs, model versions and the ``champion`` alias);
 * ``TABULA_UI_STORE=DIR``: an existing store, where ``DIR`` holds ``mlflow.db`` (and
   ``artifacts/``) or is a project whose ``mlflow/`` does, e.g. after ``make run``.
 
-To use a real short pipeline run in CI, override ``ui_store`` (module scope) in this file or in
-the test module to return a ``UiStore`` for that run's store; everything the test checks is read
-back from the store itself.
+Everything the test checks is read back from the store itself.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
 import os
 import shutil
 import socket
@@ -26,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.flows.conftest import TINY, prefect_server  # noqa: F401 - the Prefect API fixture
+from tests.repos import make_user_repo
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the background-networking flags Chromium keeps calling home, and on a closed network
@@ -52,90 +52,33 @@ class UiStore:
     artifact_root: Path
 
 
-def dvc_md5(text: str) -> str:
-    """A digest shaped like DVC's hash of a tracked folder (32 hex digits + ``.dir``)."""
-    return hashlib.md5(text.encode()).hexdigest() + ".dir"
+#: A short real run: the tests/flows TINY config with training stages long enough to log their
+#: losses (every 10 steps) and a gate that promotes a candidate winning any of its games, so
+#: that two iterations leave loss curves and a champion for the UI to show.
+UI_RUN = [
+    *TINY,
+    "pipeline.name=ui",
+    "training.steps=10",
+    "training.checkpoint_every=10",
+    "evaluation.gating_threshold=0.01",
+]
+UI_ITERATIONS = 2
 
 
-def build_store(root: Path, run: str = "quickstart", model: str = "tabula-9x9") -> UiStore:
-    """Write the tracking store of a two-iteration run of ``run`` under ``root``.
-
-    Calls the same ``tasks.tracking`` functions, with the same names, tags and steps, that the
-    pipeline's recording tasks use (``tasks/record.py``).
+def pipeline_store(root: Path) -> UiStore:
+    """The store that a real two-iteration ``tabula run`` (Prefect, DVC, MLflow) leaves in a
+    fresh user repository under ``root``. Needs a Prefect API (the ``prefect_server`` fixture).
     """
-    from tasks import tracking
+    from flows.pipeline import run_pipeline
+    from tabula.config import load_config
 
-    store = UiStore(f"sqlite:///{root / 'mlflow.db'}", root / "artifacts")
-    client = tracking.connect(store.tracking_uri)
-    exp = tracking.experiment(client, f"tabula/{run}", store.artifact_root)
-    params = {
-        "rules.board_size": 9,
-        "rules.komi": 7.5,
-        "search.simulations": 32,
-        "training.steps": 100,
-        "pipeline.seed": 0,
-    }
-    parent = tracking.find_or_create_run(
-        client, exp, {tracking.TAG_RUN: run, tracking.TAG_KIND: "pipeline"}, run
+    project = make_user_repo(root / "project")
+    rows = run_pipeline(load_config(None, UI_RUN), project, iterations=UI_ITERATIONS)
+    # The UI must show a champion alias; with a fixed seed the gates decide the same each time.
+    assert any(r["promoted"] for r in rows), f"no promotion in the UI run: {rows}"
+    return UiStore(
+        f"sqlite:///{project / 'mlflow' / 'mlflow.db'}", project / "mlflow" / "artifacts"
     )
-    tracking.log_params(client, parent, params)
-    for i in (1, 2):
-        child = _iteration(client, exp, run, i, parent, params, root)
-        version = tracking.register_checkpoint(
-            client,
-            model,
-            child,
-            _checkpoint(root, i),
-            hashlib.sha256(b"%d" % i).hexdigest(),
-            {"tabula.iteration": i, "tabula.parent": f"{run}/iter-{i - 1:04d}"},
-        )
-        if i == 2:  # the promoted network
-            tracking.set_alias(client, model, "champion", version)
-        tracking.finish(client, child)
-    tracking.finish(client, parent)
-    return store
-
-
-def _iteration(client, exp: str, run: str, i: int, parent: str, params: dict, root: Path) -> str:
-    from tasks import tracking
-
-    key = {tracking.TAG_RUN: run, tracking.TAG_KIND: "iteration", tracking.TAG_ITERATION: str(i)}
-    child = tracking.find_or_create_run(client, exp, key, f"iter-{i:04d}", parent_id=parent)
-    tracking.log_params(client, child, params)
-    steps = range((i - 1) * 100 + 1, i * 100 + 1, 5)  # the global step: losses carry on
-    policy = {s: 4.4 * math.exp(-s / 400) + 1.0 for s in steps}  # decaying, like a real run
-    value = {s: 0.9 * math.exp(-s / 300) + 0.1 for s in steps}
-    losses = {
-        "train/loss": [(s, policy[s] + value[s]) for s in steps],
-        "train/policy_loss": list(policy.items()),
-        "train/value_loss": list(value.items()),
-        "train/lr": [(s, 0.01) for s in steps],
-    }
-    tracking.log_metric_series(client, child, losses)
-    elo = {
-        "elo": 150.0 * i,
-        "elo_low": 150.0 * i - 60,
-        "elo_high": 150.0 * i + 60,
-        "win_rate": 0.5 + 0.1 * i,
-    }
-    for run_id in (child, parent):  # as tasks.record.log_metrics: child and parent
-        tracking.log_metrics(client, run_id, elo, step=i)
-    for j in range(1, i + 1):  # the training window: every iteration's self-play so far
-        tracking.log_dataset(
-            client,
-            child,
-            f"selfplay-iter-{j:04d}",
-            f"data/{run}/iter-{j:04d}/selfplay",
-            dvc_md5(f"{run}/{j}"),
-        )
-    return child
-
-
-def _checkpoint(root: Path, i: int) -> Path:
-    path = root / "checkpoints" / f"iter-{i:04d}" / "model.pt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"not a real network %d\n" % i)
-    return path
 
 
 def existing_store(spec: str) -> UiStore:
@@ -148,12 +91,13 @@ def existing_store(spec: str) -> UiStore:
 
 
 @pytest.fixture(scope="module")
-def ui_store(tmp_path_factory: pytest.TempPathFactory) -> UiStore:
+def ui_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> UiStore:
     """The store the UI test looks at (see the module docstring)."""
     spec = os.environ.get("TABULA_UI_STORE")
     if spec:
         return existing_store(spec)
-    return build_store(tmp_path_factory.mktemp("mlflow"))
+    request.getfixturevalue("prefect_server")
+    return pipeline_store(tmp_path_factory.mktemp("ui-run"))
 
 
 def _free_port() -> int:

@@ -36,7 +36,7 @@ class Expected:
     parent_id: str
     parent: str  # the parent run's name
     children: tuple[tuple[str, str], ...]  # (run id, run name) per iteration, in order
-    loss_run: tuple[str, str]  # the last child with train/loss
+    loss_run: tuple[str, str]  # the last child with losses by global step
     dataset: tuple[str, str, str]  # (name, digest, DVC path) of one input of loss_run
     model: str
     champion: str  # the version the champion alias points at
@@ -62,8 +62,8 @@ def read_expected(tracking_uri: str) -> Expected:
     )
     children.sort(key=lambda r: int(r.data.tags[tracking.TAG_ITERATION]))
     assert children, f"{parent.info.run_name} has no iteration runs"
-    trained = [r for r in children if "train/loss" in r.data.metrics]
-    assert trained, f"no iteration run of {parent.info.run_name} logged train/loss"
+    trained = [r for r in children if "loss" in r.data.metrics]
+    assert trained, f"no iteration run of {parent.info.run_name} logged its training loss"
     loss_run = trained[-1]
     assert loss_run.inputs.dataset_inputs, f"{loss_run.info.run_name} has no dataset inputs"
     ds = loss_run.inputs.dataset_inputs[0].dataset
@@ -149,8 +149,15 @@ def test_experiment_lists_the_run_and_its_iterations(
     shot(ui, screenshots, "1-runs-with-iterations")
 
 
-def _chart(page, title: str, legend: str):
-    """The chart card titled ``title`` whose legend names ``legend``, with a drawn line."""
+def _chart(page, metric: str, run_name: str):
+    """The chart card of ``metric`` for ``run_name``, with a drawn line.
+
+    A run with dozens of metrics renders only the charts in view, so the user's way in is the
+    page's chart search. Metrics named SECTION/NAME are grouped in a section, the chart titled
+    NAME; its legend reads "RUN (SECTION/NAME)".
+    """
+    page.get_by_role("searchbox", name="Search metric charts").fill(metric)
+    title, legend = metric.rpartition("/")[2], f"{run_name} ({metric})"
     card = (
         page.get_by_test_id("experiment-view-compare-runs-card")
         .filter(has=page.get_by_role("heading", name=title, exact=True))
@@ -169,15 +176,16 @@ def test_run_pages_chart_elo_and_loss(ui, expected: Expected, screenshots: Path)
     expect(ui.get_by_role("link", name="elo", exact=True)).to_be_visible()  # metrics table
     ui.get_by_role("tab", name="Model metrics").click()
     expect(ui).to_have_url(re.compile(r"/model-metrics"))
-    for metric in ("elo", "elo_low", "elo_high", "win_rate"):
-        _chart(ui, metric, f"{expected.parent} ({metric})")
+    # By iteration on the parent: the Elo fit, the gate's win rate, each stage's final loss.
+    for metric in ("eval/win_rate", "train/loss", "elo_low", "elo_high", "elo"):  # shot: Elo
+        _chart(ui, metric, expected.parent)
     shot(ui, screenshots, "2-elo-charts")
 
     run_id, run_name = expected.loss_run
     ui.goto(f"/#/experiments/{exp}/runs/{run_id}/model-metrics")
-    # Metrics named train/* are grouped in a section "train", each chart titled by the rest.
-    for metric in ("loss", "policy_loss", "value_loss"):
-        _chart(ui, metric, f"{run_name} (train/{metric})")
+    # By global step on an iteration: the loss, its policy and value terms, the learning rate.
+    for metric in ("lr", "loss/policy", "loss/value", "loss"):  # the shot: the loss charts
+        _chart(ui, metric, run_name)
     shot(ui, screenshots, "3-loss-charts")
 
 
