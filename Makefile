@@ -1,11 +1,17 @@
 # The two commands a new user needs: `make run` (the quick-start pipeline) and `make test`.
 # Both create .venv and install everything pinned in constraints.txt on first use.
+SHELL  := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CONFIG ?= configs/quickstart.yaml
 ARGS   ?=
+
+# pip warns once per package about every index in the machine's pip.conf that is missing
+# (hundreds of lines); keep the rest of what pip prints, and its exit status (pipefail).
+QUIET_PIP := { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
 
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_LOGGING_LEVEL ?= WARNING
@@ -15,8 +21,8 @@ export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	$(BIN)/python -m pip install -q --upgrade pip 2>&1 | $(QUIET_PIP)
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]' 2>&1 | $(QUIET_PIP)
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -29,7 +35,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" $(ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[bench]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[bench]' 2>&1 | $(QUIET_PIP)
 	mkdir -p bench/results
 	for b in engine network selfplay train; do \
 		[ -f bench/$$b.py ] && $(BIN)/python bench/$$b.py --json bench/results/$$b.json || exit 1; \
