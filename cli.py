@@ -304,10 +304,12 @@ def run(
     overrides = list(set_ or []) + ([f"pipeline.name={name}"] if name else [])
     cfg = _config(config, overrides)  # before importing Prefect: a bad config fails at once
     from flows.pipeline import run_pipeline
-    from tasks.report import print_summary
+    from tasks.progress import showing
+    from tasks.report import print_summary, stage_progress
 
     _one_line_console_errors()
-    rows = run_pipeline(cfg, _project(), iterations, dask_address)
+    with stage_progress() as display, showing(display):
+        rows = run_pipeline(cfg, _project(), iterations, dask_address)
     print_summary(cfg, _project(), rows)
 
 

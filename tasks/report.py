@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -182,3 +183,26 @@ def selfplay_progress(total: int) -> Iterator[Callable[[Any], None]]:
             )
 
         yield update
+
+
+@contextmanager
+def stage_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """Rich progress bars for the pipeline's long stages, one per label as reports arrive
+    (``tasks.progress``): self-play games per worker, training steps, match games."""
+    columns = [
+        TextColumn("{task.description:<32}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, transient=False) as bar:
+        bars: dict[str, Any] = {}
+        lock = threading.Lock()  # self-play workers report from several threads
+
+        def show(label: str, done: int, total: int) -> None:
+            with lock:
+                if label not in bars:
+                    bars[label] = bar.add_task(label, total=total)
+            bar.update(bars[label], completed=done, total=total)
+
+        yield show

@@ -20,6 +20,7 @@ from prefect import task
 
 from tabula.config import Config
 from tasks.layout import RunLayout, mark_done, reset_dir, stage_done, write_json
+from tasks.progress import counter, report
 
 
 def _retry_on_io(task_: Any, task_run: Any, state: Any) -> bool:
@@ -34,7 +35,9 @@ def _retry_on_io(task_: Any, task_run: Any, state: Any) -> bool:
 
 
 IO_RETRIES: dict[str, Any] = {
-    "retries": 2, "retry_delay_seconds": 2, "retry_condition_fn": _retry_on_io,
+    "retries": 2,
+    "retry_delay_seconds": 2,
+    "retry_condition_fn": _retry_on_io,
 }
 
 
@@ -75,10 +78,21 @@ def init_model(cfg: Config, layout: RunLayout, seed: int) -> dict[str, Any]:
     if done is not None:
         return done
     reset_dir(layout.model_dir(0))
-    net = make_network(cfg.rules.board_size, cfg.network.blocks, cfg.network.filters, seed=seed,
-                       value_hidden=cfg.network.value_hidden)
-    meta = {"model_id": f"{layout.run}/iter-0000", "seed": seed, "global_step": 0,
-            "parent": None, "run": layout.run, "iteration": 0}
+    net = make_network(
+        cfg.rules.board_size,
+        cfg.network.blocks,
+        cfg.network.filters,
+        seed=seed,
+        value_hidden=cfg.network.value_hidden,
+    )
+    meta = {
+        "model_id": f"{layout.run}/iter-0000",
+        "seed": seed,
+        "global_step": 0,
+        "parent": None,
+        "run": layout.run,
+        "iteration": 0,
+    }
     save_checkpoint(layout.model(0), net, meta)
     record = {"model": layout.rel(layout.model(0)), "sha256": weights_sha256(net)}
     mark_done(layout, 0, "init", record)
@@ -86,8 +100,9 @@ def init_model(cfg: Config, layout: RunLayout, seed: int) -> dict[str, Any]:
 
 
 @task(name="selfplay-worker", task_run_name="selfplay-i{iteration}-w{worker}", **IO_RETRIES)
-def selfplay_worker(cfg: Config, layout: RunLayout, iteration: int, worker: int, model: str,
-                    games: int, seed: int) -> dict[str, Any]:
+def selfplay_worker(
+    cfg: Config, layout: RunLayout, iteration: int, worker: int, model: str, games: int, seed: int
+) -> dict[str, Any]:
     """Play ``games`` games with ``model`` into ``iter-N/selfplay/worker-W`` (or find them)."""
     from tasks.selfplay import run_worker
 
@@ -99,8 +114,19 @@ def selfplay_worker(cfg: Config, layout: RunLayout, iteration: int, worker: int,
     reset_dir(out)  # a killed worker's shards are replaced, never appended to
     started = time.perf_counter()
     set_threads(max(1, (os.cpu_count() or 1) // cfg.selfplay.workers))
-    result = plain(run_worker(cfg, model, out, games=games, seed=seed, iteration=iteration,
-                              worker=worker))
+    label = f"iter {iteration} self-play w{worker} (games)"
+    result = plain(
+        run_worker(
+            cfg,
+            model,
+            out,
+            games=games,
+            seed=seed,
+            iteration=iteration,
+            worker=worker,
+            progress=lambda p: report(label, p.games, p.games_total),
+        )
+    )
     result["seconds"] = time.perf_counter() - started
     # Where it ran: a Dask worker's process on a cluster, the flow's own process locally.
     result["host"], result["pid"] = socket.gethostname(), os.getpid()
@@ -109,9 +135,17 @@ def selfplay_worker(cfg: Config, layout: RunLayout, iteration: int, worker: int,
 
 
 @task(name="train", task_run_name="train-i{iteration}", **IO_RETRIES)
-def train(cfg: Config, layout: RunLayout, iteration: int, window: list[str], init: str,
-          seed: int, mlflow_run_id: str | None, tracking_uri: str | None,
-          threads: int | None = None) -> dict[str, Any]:
+def train(
+    cfg: Config,
+    layout: RunLayout,
+    iteration: int,
+    window: list[str],
+    init: str,
+    seed: int,
+    mlflow_run_id: str | None,
+    tracking_uri: str | None,
+    threads: int | None = None,
+) -> dict[str, Any]:
     """Continue training the latest network on the window; export ``iter-N/model``.
 
     The window is checked against its recorded DVC hashes first (``verify_window``).
@@ -123,11 +157,21 @@ def train(cfg: Config, layout: RunLayout, iteration: int, window: list[str], ini
     threads = threads or os.cpu_count() or 1
     set_threads(threads)
     started = time.perf_counter()
-    result = plain(train_stage(
-        cfg, [layout.project / w for w in window], layout.model(iteration),
-        init=Path(init), steps=cfg.training.steps, seed=seed, mlflow_run_id=mlflow_run_id,
-        tracking_uri=tracking_uri, progress=False, model_id=f"{layout.run}/iter-{iteration:04d}",
-    ))
+    result = plain(
+        train_stage(
+            cfg,
+            [layout.project / w for w in window],
+            layout.model(iteration),
+            init=Path(init),
+            steps=cfg.training.steps,
+            seed=seed,
+            mlflow_run_id=mlflow_run_id,
+            tracking_uri=tracking_uri,
+            progress=False,
+            model_id=f"{layout.run}/iter-{iteration:04d}",
+            on_step=lambda done, total: report(f"iter {iteration} training (steps)", done, total),
+        )
+    )
     result["seconds"] = time.perf_counter() - started
     result["threads"] = threads
     return result
@@ -151,8 +195,12 @@ def verify_window(layout: RunLayout, window: list[str]) -> None:
 
     targets = {f"{Path(w).parent / 'dvc.yaml'}:selfplay": w for w in window}
     for target, entries in status(layout.project, list(targets)).items():
-        changed = {k: v for e in entries if isinstance(e, dict)
-                   for k, v in e.get("changed outs", {}).items()}
+        changed = {
+            k: v
+            for e in entries
+            if isinstance(e, dict)
+            for k, v in e.get("changed outs", {}).items()
+        }
         if not changed or target not in targets:
             continue
         rel = targets[target]
@@ -173,17 +221,26 @@ def gate(cfg: Config, layout: RunLayout, iteration: int, best: int, seed: int) -
     out = layout.match(iteration) / "gate"
     reset_dir(out)
     started = time.perf_counter()
-    decision = run_gate(str(layout.model(iteration)), str(layout.model(best)), cfg, out,
-                        store=layout.results, seed=seed, iteration=iteration,
-                        match_id=f"{layout.run}-i{iteration:04d}-gate")
+    decision = run_gate(
+        str(layout.model(iteration)),
+        str(layout.model(best)),
+        cfg,
+        out,
+        store=layout.results,
+        seed=seed,
+        iteration=iteration,
+        match_id=f"{layout.run}-i{iteration:04d}-gate",
+        progress=counter(f"iter {iteration} gate (games)", cfg.evaluation.gating_games),
+    )
     result = plain(decision)
     result["seconds"] = time.perf_counter() - started
     return result
 
 
 @task(name="anchor-match", task_run_name="anchor-i{iteration}-{anchor}", **IO_RETRIES)
-def anchor_match(cfg: Config, layout: RunLayout, iteration: int, anchor: str,
-                 seed: int) -> dict[str, Any]:
+def anchor_match(
+    cfg: Config, layout: RunLayout, iteration: int, anchor: str, seed: int
+) -> dict[str, Any]:
     """A few games against a fixed anchor (random, GnuGo) that ground the Elo scale."""
     from tasks.match import run_match
 
@@ -191,9 +248,20 @@ def anchor_match(cfg: Config, layout: RunLayout, iteration: int, anchor: str,
     out = layout.match(iteration) / f"vs-{name}"
     reset_dir(out)
     started = time.perf_counter()
-    result = plain(run_match(str(layout.model(iteration)), anchor, cfg.evaluation.anchor_games,
-                             cfg, out, layout.results, seed=seed, iteration=iteration,
-                             match_id=f"{layout.run}-i{iteration:04d}-vs-{name}"))
+    result = plain(
+        run_match(
+            str(layout.model(iteration)),
+            anchor,
+            cfg.evaluation.anchor_games,
+            cfg,
+            out,
+            layout.results,
+            seed=seed,
+            iteration=iteration,
+            match_id=f"{layout.run}-i{iteration:04d}-vs-{name}",
+            progress=counter(f"iter {iteration} vs {name} (games)", cfg.evaluation.anchor_games),
+        )
+    )
     result["seconds"] = time.perf_counter() - started
     return result
 
@@ -230,9 +298,15 @@ def record_lineage(layout: RunLayout, iteration: int, message: str) -> str | Non
     from tasks.versioning import record_on_run_branch
 
     root = layout.root
-    files = [layout.params, layout.champion, *root.glob("iter-*/dvc.yaml"),
-             *root.glob("iter-*/dvc.lock"), *root.glob("iter-*/.gitignore"),
-             *root.glob("iter-*/state/*.json"), layout.project / ".dvc" / "config",
-             layout.project / ".dvcignore"]
+    files = [
+        layout.params,
+        layout.champion,
+        *root.glob("iter-*/dvc.yaml"),
+        *root.glob("iter-*/dvc.lock"),
+        *root.glob("iter-*/.gitignore"),
+        *root.glob("iter-*/state/*.json"),
+        layout.project / ".dvc" / "config",
+        layout.project / ".dvcignore",
+    ]
     tag = f"tabula/{layout.run}/iter-{iteration:04d}" if iteration > 0 else None
     return record_on_run_branch(layout.project, layout.run, files, message, tag=tag)

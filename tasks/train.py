@@ -27,7 +27,7 @@ import os
 import subprocess
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -98,6 +98,19 @@ class _PeriodicCheckpoint(Callback):
     def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
         if trainer.global_step % self.every == 0:
             _save_trainer(trainer, self.path)
+
+
+class _StepReport(Callback):
+    """Calls ``on_step(done, steps)`` after each step of this stage (a progress display)."""
+
+    def __init__(self, on_step: Callable[[int, int], None], steps: int) -> None:
+        self.on_step, self.steps, self.start = on_step, steps, 0
+
+    def on_train_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        self.start = trainer.global_step  # a resumed stage counts from where it was
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        self.on_step(trainer.global_step - self.start, self.steps)
 
 
 def _save_trainer(trainer: pl.Trainer, path: Path) -> None:
@@ -227,10 +240,17 @@ def _logger(tracking_uri: str | None, run_id: str | None) -> Any:
 
 
 def _trainer(
-    cfg: Config, out: Path, ckpt: Path, max_epochs: int, logger: Any, progress: bool, steps: int
+    cfg: Config,
+    out: Path,
+    ckpt: Path,
+    max_epochs: int,
+    logger: Any,
+    progress: bool,
+    steps: int,
+    extra: list[Callback],
 ) -> pl.Trainer:
     t = cfg.training
-    callbacks: list[Callback] = [_PeriodicCheckpoint(ckpt, t.checkpoint_every)]
+    callbacks: list[Callback] = [_PeriodicCheckpoint(ckpt, t.checkpoint_every), *extra]
     if progress:
         callbacks.append(TQDMProgressBar(refresh_rate=max(1, steps // 100)))
     return pl.Trainer(
@@ -300,13 +320,15 @@ def train_stage(
     progress: bool = True,
     model_id: str | None = None,
     ckpt: Path | None = None,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> TrainResult:
     """Train ``steps`` steps on the window of ``data`` (shard files/folders) from ``init``.
 
     Writes the exported model to ``out`` and the Lightning checkpoint to ``ckpt`` (default:
     ``train.ckpt`` beside ``out``). Metrics go to MLflow run ``mlflow_run_id`` (or a new run)
-    when ``tracking_uri`` is given. Raises ``ShardError``/``DataWindowError`` for bad data and
-    ``TrainError`` for a bad ``init``, all before the first step.
+    when ``tracking_uri`` is given; ``on_step(done, steps)`` after every step. Raises
+    ``ShardError``/``DataWindowError`` for bad data and ``TrainError`` for a bad ``init``, all
+    before the first step.
     """
     if steps < 1:
         raise TrainError(f"steps must be >= 1 (got {steps})")
@@ -323,7 +345,8 @@ def train_stage(
         logger = _logger(tracking_uri, mlflow_run_id)
         out.parent.mkdir(parents=True, exist_ok=True)
         ckpt.parent.mkdir(parents=True, exist_ok=True)
-        trainer = _trainer(cfg, out, ckpt, max_epochs, logger, progress, steps)
+        extra = [] if on_step is None else [_StepReport(on_step, steps)]
+        trainer = _trainer(cfg, out, ckpt, max_epochs, logger, progress, steps, extra)
         started = time.perf_counter()
         # Our .ckpt files hold only tensors and plain values: load them the safe way.
         trainer.fit(system, datamodule=dm, ckpt_path=resume, weights_only=True)

@@ -153,3 +153,13 @@ def test_logs_to_an_mlflow_run_it_does_not_end(cfg, data: Path, tmp_path: Path) 
         "samples_per_s",
     } <= set(got.data.metrics)
     assert [m.step for m in client.get_metric_history(run, "loss")] == [9]
+
+
+def test_stage_reports_its_steps_from_where_it_starts(cfg, data: Path, tmp_path: Path) -> None:
+    first, second = [], []
+    a = _stage(cfg, data, tmp_path / "a", on_step=lambda d, t: first.append((d, t)))
+    _stage(
+        cfg, data, tmp_path / "b", init=a.ckpt, steps=3, on_step=lambda d, t: second.append((d, t))
+    )
+    assert first == [(k, 5) for k in range(1, 6)]
+    assert second == [(k, 3) for k in range(1, 4)]  # a resumed run counts this stage's steps
