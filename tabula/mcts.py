@@ -44,21 +44,9 @@ from tabula.features import NUM_PLANES, symmetry_permutations
 from tabula.go.board import EMPTY_HASH, LEGAL, REASONS, area_score, move_status, rules_context
 from tabula.go.game import Game
 from tabula.go.hashset import hashset_insert, hashset_new
-from tabula.mcts_kernels import (
-    DROPPED,
-    EXPANDED,
-    KEPT,
-    TERMINAL,
-    UNEXPANDED,
-    Leaves,
-    advance_root,
-    expand_and_backup,
-    gather,
-    init_root,
-    new_trees,
-    root_visits,
-    undo_collisions,
-)
+from tabula.mcts_kernels import expand_and_backup, gather, init_root, undo_collisions
+from tabula.mcts_reuse import advance_root, root_visits
+from tabula.mcts_trees import DROPPED, EXPANDED, KEPT, TERMINAL, UNEXPANDED, Leaves, new_trees
 
 Evaluate = Callable[[np.ndarray, np.random.Generator | None], tuple[np.ndarray, np.ndarray]]
 """``(planes uint8[B, 17, N, N], rng) -> (priors float32[B, M+1], values float32[B])``:

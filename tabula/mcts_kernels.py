@@ -3,7 +3,8 @@
 Trees are structs of arrays with a leading game axis ``g`` (one tree per game slot) and a node
 axis ``n`` (``capacity`` nodes per game). Node 0 is always the root. Nodes are allocated in
 creation order, so a parent's index is always below its children's; re-rooting keeps the
-played child's subtree and compacts it to the front in the same order (`advance_root`).
+played child's subtree and compacts it to the front in the same order
+(`tabula.mcts_reuse.advance_root`). The arrays themselves are defined in `tabula.mcts_trees`.
 
 Statistics live on the child node of each edge: ``N[g, c]`` and ``W[g, c]`` are the paper's
 N(s, a) and W(s, a) for the edge (s, a) that leads to ``c``, with W summed from the view of
@@ -25,99 +26,13 @@ self-play loop runs them in one thread while the network evaluates in another.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from tabula.features import fill_planes
 from tabula.go.board import area_score, legal_mask, play_move
-from tabula.go.hashset import hashset_insert
-
-UNEXPANDED, EXPANDED, TERMINAL = 0, 1, 2
-FRESH, KEPT, DROPPED = 0, 1, 2  # advance_root: no subtree to keep / kept / too big to keep
-HISTORY = 8  # boards per side in the 17 input planes (paper: t, t-1, ..., t-7)
-FULL = -2  # _descend found no free node
-
-
-class Trees(NamedTuple):
-    """The arrays of G trees (G game slots, C nodes each, M points). See the module docstring.
-
-    Per node, [G, C]: parent (int32, -1 at the root), move (int16, the move from the parent,
-    -1 at the root), state (int8: UNEXPANDED = pending evaluation, EXPANDED, TERMINAL),
-    to_play (int8, +1/-1), passes (int8, consecutive passes ending here), move_number (int16,
-    moves played in the game up to this node), N (int32), W (float32, the mover's view),
-    value (float32, this node's own evaluation from its to_play's view: network or final
-    score), hash (uint64, Zobrist of the board). board: int8[G, C, M]; P: float32[G, C, M+1];
-    child: int32[G, C, M+1].
-
-    Per game, [G]: size (nodes in use), done / inflight / target (simulations finished,
-    waiting for the network, and wanted in this search), sym_state (SplitMix64 state of the
-    game's dihedral-transform draws). history: int8[G, 8, M], the real game's boards, most
-    recent (= the root board) first, zeros before the start. game_set: uint64[G, S], the hash
-    set of every position of the real game (`tabula.go.hashset`).
-    """
-
-    parent: np.ndarray
-    move: np.ndarray
-    state: np.ndarray
-    to_play: np.ndarray
-    passes: np.ndarray
-    move_number: np.ndarray
-    N: np.ndarray
-    W: np.ndarray
-    value: np.ndarray
-    hash: np.ndarray
-    board: np.ndarray
-    P: np.ndarray
-    child: np.ndarray
-    size: np.ndarray
-    done: np.ndarray
-    inflight: np.ndarray
-    target: np.ndarray
-    sym_state: np.ndarray
-    history: np.ndarray
-    game_set: np.ndarray
-
-
-def new_trees(G: int, C: int, M: int, set_size: int) -> Trees:
-    """Zeroed arrays for G trees of C nodes on a board of M points (pages are touched lazily)."""
-    per_node = {
-        "parent": np.int32, "move": np.int16, "state": np.int8, "to_play": np.int8,
-        "passes": np.int8, "move_number": np.int16, "N": np.int32, "W": np.float32,
-        "value": np.float32, "hash": np.uint64,
-    }  # fmt: skip
-    arrays = {name: np.zeros((G, C), dtype=dtype) for name, dtype in per_node.items()}
-    return Trees(
-        **arrays,
-        board=np.zeros((G, C, M), dtype=np.int8),
-        P=np.zeros((G, C, M + 1), dtype=np.float32),
-        child=np.zeros((G, C, M + 1), dtype=np.int32),
-        size=np.zeros(G, dtype=np.int32),
-        done=np.zeros(G, dtype=np.int32),
-        inflight=np.zeros(G, dtype=np.int32),
-        target=np.zeros(G, dtype=np.int32),
-        sym_state=np.zeros(G, dtype=np.uint64),
-        history=np.zeros((G, HISTORY, M), dtype=np.int8),
-        game_set=np.zeros((G, set_size), dtype=np.uint64),
-    )
-
-
-class Leaves(NamedTuple):
-    """Leaves waiting for the network: slot, node, dihedral transform k and the 17 planes
-    (already transformed by k) of leaf i; ``planes[:n]`` is the network batch.
-
-    Collisions (a selection that ended at a leaf already waiting) keep their virtual loss
-    until the batch is backed up, so the next selections of the same game look elsewhere:
-    ``coll_slot[:n_coll[0]]`` / ``coll_node`` list them for `undo_collisions`."""
-
-    slot: np.ndarray  # int32[B]
-    node: np.ndarray  # int32[B]
-    sym: np.ndarray  # int8[B]
-    planes: np.ndarray  # uint8[B, 17, N, N]
-    coll_slot: np.ndarray  # int32[4 B]
-    coll_node: np.ndarray  # int32[4 B]
-    n_coll: np.ndarray  # int64[1]
+from tabula.mcts_trees import EXPANDED, FULL, HISTORY, TERMINAL, UNEXPANDED
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -441,88 +356,3 @@ def expand_and_backup(
         t.inflight[g] -= 1
         if node != 0:
             t.done[g] += 1
-
-
-@njit(cache=True, nogil=True)
-def _keep_subtree(t, g, root, remap) -> int:
-    """remap[i] = new index of node i in the subtree of ``root`` (creation order), else -1."""
-    for i in range(t.size[g]):
-        remap[i] = -1
-    kept = 0
-    for i in range(root, t.size[g]):
-        if i == root or (t.parent[g, i] >= root and remap[t.parent[g, i]] >= 0):
-            remap[i] = kept
-            kept += 1
-    return kept
-
-
-@njit(cache=True, nogil=True)
-def _compact(t, g, remap) -> None:
-    """Move the kept nodes to the front; new index <= old index, so in-place is safe."""
-    for i in range(t.size[g]):
-        j = remap[i]
-        if j < 0:
-            continue
-        p = t.parent[g, i]
-        t.parent[g, j] = remap[p] if j > 0 else -1
-        t.move[g, j] = t.move[g, i] if j > 0 else -1
-        t.state[g, j] = t.state[g, i]
-        t.to_play[g, j] = t.to_play[g, i]
-        t.passes[g, j] = t.passes[g, i]
-        t.move_number[g, j] = t.move_number[g, i]
-        t.N[g, j] = t.N[g, i]
-        t.W[g, j] = t.W[g, i]
-        t.value[g, j] = t.value[g, i]
-        t.hash[g, j] = t.hash[g, i]
-        if j != i:
-            t.board[g, j, :] = t.board[g, i]
-            t.P[g, j, :] = t.P[g, i]
-        ch = t.child[g, i]
-        for a in range(ch.shape[0]):
-            c = ch[a]
-            t.child[g, j, a] = remap[c] if c >= 0 else -1
-
-
-@njit(cache=True, nogil=True)
-def advance_root(t, g, move, reserve, komi, max_moves, nbr, zob) -> int:
-    """Play ``move`` (legal) in game g's real game and re-root its tree.
-
-    The real game's history and hash set get the new position. If the move's child is an
-    expanded node whose subtree leaves room for ``reserve`` more nodes, it becomes the root
-    with all its statistics (paper, Methods: tree reuse) and the rest is freed; otherwise the
-    tree restarts from a fresh root. Returns KEPT, DROPPED (too big) or FRESH (no subtree).
-    """
-    c = t.child[g, 0, move]
-    color = t.to_play[g, 0]
-    h = t.hash[g, 0]
-    board = np.empty(t.board.shape[2], dtype=np.int8)
-    _, h = play_move(t.board[g, 0], move, color, nbr, zob, h, board)
-    for k in range(HISTORY - 1, 0, -1):
-        t.history[g, k, :] = t.history[g, k - 1]
-    t.history[g, 0, :] = board
-    hashset_insert(t.game_set[g], h)  # a pass repeats a stored position: no change
-    M = t.board.shape[2]
-    passes = t.passes[g, 0] + 1 if move == M else 0
-    move_number = t.move_number[g, 0] + 1
-    if c >= 0 and t.state[g, c] == EXPANDED:
-        remap = np.empty(t.size[g], dtype=np.int32)
-        kept = _keep_subtree(t, g, c, remap)
-        if kept + reserve <= t.N.shape[1]:
-            _compact(t, g, remap)
-            t.size[g] = kept
-            t.done[g] = 0
-            t.target[g] = 0
-            return KEPT
-        init_root(t, g, board, h, -color, passes, move_number, komi, max_moves, nbr)
-        return DROPPED
-    init_root(t, g, board, h, -color, passes, move_number, komi, max_moves, nbr)
-    return FRESH
-
-
-@njit(cache=True, nogil=True)
-def root_visits(t, g, out) -> None:
-    """out[a] = N(root, a) for every move a (0 for unvisited and illegal moves)."""
-    ch = t.child[g, 0]
-    for a in range(ch.shape[0]):
-        c = ch[a]
-        out[a] = t.N[g, c] if c >= 0 else 0

@@ -1,0 +1,96 @@
+"""The arrays of the batched MCTS trees and of the leaves waiting for the network.
+
+`tabula.mcts_kernels` documents the layout (a leading game axis, statistics on the child node
+of each edge) and searches these arrays; `tabula.mcts_reuse` re-roots them after a move.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+UNEXPANDED, EXPANDED, TERMINAL = 0, 1, 2
+FRESH, KEPT, DROPPED = 0, 1, 2  # advance_root: no subtree to keep / kept / too big to keep
+HISTORY = 8  # boards per side in the 17 input planes (paper: t, t-1, ..., t-7)
+FULL = -2  # _descend found no free node
+
+
+class Trees(NamedTuple):
+    """The arrays of G trees (G game slots, C nodes each, M points). See the module docstring.
+
+    Per node, [G, C]: parent (int32, -1 at the root), move (int16, the move from the parent,
+    -1 at the root), state (int8: UNEXPANDED = pending evaluation, EXPANDED, TERMINAL),
+    to_play (int8, +1/-1), passes (int8, consecutive passes ending here), move_number (int16,
+    moves played in the game up to this node), N (int32), W (float32, the mover's view),
+    value (float32, this node's own evaluation from its to_play's view: network or final
+    score), hash (uint64, Zobrist of the board). board: int8[G, C, M]; P: float32[G, C, M+1];
+    child: int32[G, C, M+1].
+
+    Per game, [G]: size (nodes in use), done / inflight / target (simulations finished,
+    waiting for the network, and wanted in this search), sym_state (SplitMix64 state of the
+    game's dihedral-transform draws). history: int8[G, 8, M], the real game's boards, most
+    recent (= the root board) first, zeros before the start. game_set: uint64[G, S], the hash
+    set of every position of the real game (`tabula.go.hashset`).
+    """
+
+    parent: np.ndarray
+    move: np.ndarray
+    state: np.ndarray
+    to_play: np.ndarray
+    passes: np.ndarray
+    move_number: np.ndarray
+    N: np.ndarray
+    W: np.ndarray
+    value: np.ndarray
+    hash: np.ndarray
+    board: np.ndarray
+    P: np.ndarray
+    child: np.ndarray
+    size: np.ndarray
+    done: np.ndarray
+    inflight: np.ndarray
+    target: np.ndarray
+    sym_state: np.ndarray
+    history: np.ndarray
+    game_set: np.ndarray
+
+
+def new_trees(G: int, C: int, M: int, set_size: int) -> Trees:
+    """Zeroed arrays for G trees of C nodes on a board of M points (pages are touched lazily)."""
+    per_node = {
+        "parent": np.int32, "move": np.int16, "state": np.int8, "to_play": np.int8,
+        "passes": np.int8, "move_number": np.int16, "N": np.int32, "W": np.float32,
+        "value": np.float32, "hash": np.uint64,
+    }  # fmt: skip
+    arrays = {name: np.zeros((G, C), dtype=dtype) for name, dtype in per_node.items()}
+    return Trees(
+        **arrays,
+        board=np.zeros((G, C, M), dtype=np.int8),
+        P=np.zeros((G, C, M + 1), dtype=np.float32),
+        child=np.zeros((G, C, M + 1), dtype=np.int32),
+        size=np.zeros(G, dtype=np.int32),
+        done=np.zeros(G, dtype=np.int32),
+        inflight=np.zeros(G, dtype=np.int32),
+        target=np.zeros(G, dtype=np.int32),
+        sym_state=np.zeros(G, dtype=np.uint64),
+        history=np.zeros((G, HISTORY, M), dtype=np.int8),
+        game_set=np.zeros((G, set_size), dtype=np.uint64),
+    )
+
+
+class Leaves(NamedTuple):
+    """Leaves waiting for the network: slot, node, dihedral transform k and the 17 planes
+    (already transformed by k) of leaf i; ``planes[:n]`` is the network batch.
+
+    Collisions (a selection that ended at a leaf already waiting) keep their virtual loss
+    until the batch is backed up, so the next selections of the same game look elsewhere:
+    ``coll_slot[:n_coll[0]]`` / ``coll_node`` list them for `undo_collisions`."""
+
+    slot: np.ndarray  # int32[B]
+    node: np.ndarray  # int32[B]
+    sym: np.ndarray  # int8[B]
+    planes: np.ndarray  # uint8[B, 17, N, N]
+    coll_slot: np.ndarray  # int32[4 B]
+    coll_node: np.ndarray  # int32[4 B]
+    n_coll: np.ndarray  # int64[1]
