@@ -187,16 +187,10 @@ def init_model(
     set_: SetOpt = None,
 ) -> None:
     """Write a randomly initialised network (iteration 0 of a run)."""
-    from model.network import make_network, save_checkpoint
+    from model.network import network_for, save_checkpoint
 
     cfg = _config(config, set_)
-    net = make_network(
-        cfg.rules.board_size,
-        cfg.network.blocks,
-        cfg.network.filters,
-        seed=seed,
-        value_hidden=cfg.network.value_hidden,
-    )
+    net = network_for(cfg, seed)
     save_checkpoint(out, net, {"model_id": out.stem, "seed": seed, "global_step": 0})
     typer.echo(f"wrote {out}")
 

@@ -42,7 +42,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model.evaluator import Evaluator  # noqa: E402
-from model.network import make_network  # noqa: E402
+from model.network import network_for  # noqa: E402
 from tabula.config import Config, load_config  # noqa: E402
 from tabula.mcts import BatchedMCTS, SearchParams  # noqa: E402
 from tabula.selfplay import SelfPlayParams, play_games  # noqa: E402
@@ -132,7 +132,7 @@ def bench_config(name: str, cfg: Config, seconds: float, rounds: int) -> dict:
     N = cfg.rules.board_size
     params = SelfPlayParams.from_config(cfg)
     batch = min(params.batch_size, params.concurrent_games * params.search.leaves_per_game)
-    net = make_network(N, cfg.network.blocks, cfg.network.filters, 0, cfg.network.value_hidden)
+    net = network_for(cfg, seed=0)
     evaluate = Evaluator(net, device="cpu")
     # Warm up: numba compile or cache load, torch's first calls at each batch shape (oneDNN
     # builds its kernels per shape; a first call costs milliseconds).

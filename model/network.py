@@ -37,6 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
+from tabula.config import Config
+
 #: Input planes per position: 8 + 8 history planes and the colour plane (paper, Methods).
 INPUT_PLANES = 17
 CHECKPOINT_FORMAT = "tabula-checkpoint"
@@ -137,6 +139,12 @@ def make_network(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return PolicyValueNet(board_size, blocks, filters, value_hidden)
+
+
+def network_for(cfg: Config, seed: int) -> PolicyValueNet:
+    """``make_network`` with the board size and the ``network`` section of ``cfg``."""
+    n = cfg.network
+    return make_network(cfg.rules.board_size, n.blocks, n.filters, seed, n.value_hidden)
 
 
 def weights_sha256(net_or_state_dict: nn.Module | Mapping[str, torch.Tensor]) -> str:

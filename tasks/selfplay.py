@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from model.evaluator import Evaluator
-from model.network import PolicyValueNet, load_checkpoint, make_network, weights_sha256
+from model.network import PolicyValueNet, load_checkpoint, network_for, weights_sha256
 from model.shards import ShardRecords, write_shard
 from tabula.config import Config
 from tabula.resign import ResignTrace
@@ -96,9 +96,8 @@ def load_model(cfg: Config, model: str | os.PathLike[str] | None, seed: int) -> 
     PolicyValueNet, str
 ]:  # fmt: skip
     """(network, model id) for a checkpoint path, or for "random"/None (initialised from seed)."""
-    n = cfg.network
     if model is None or str(model) == "random":
-        net = make_network(cfg.rules.board_size, n.blocks, n.filters, seed, n.value_hidden)
+        net = network_for(cfg, seed)
         return net, f"random-{weights_sha256(net)[:12]}"
     net, metadata = load_checkpoint(model, expect_board_size=cfg.rules.board_size)
     return net, str(metadata.get("model_id") or weights_sha256(net)[:16])

@@ -72,19 +72,13 @@ def plain(record: Any) -> dict[str, Any]:
 @task(name="init-model", task_run_name="init-model", **IO_RETRIES)
 def init_model(cfg: Config, layout: RunLayout, seed: int) -> dict[str, Any]:
     """The randomly initialised network that starts the run (iteration 0)."""
-    from model.network import make_network, save_checkpoint, weights_sha256
+    from model.network import network_for, save_checkpoint, weights_sha256
 
     done = stage_done(layout, 0, "init")
     if done is not None:
         return done
     reset_dir(layout.model_dir(0))
-    net = make_network(
-        cfg.rules.board_size,
-        cfg.network.blocks,
-        cfg.network.filters,
-        seed=seed,
-        value_hidden=cfg.network.value_hidden,
-    )
+    net = network_for(cfg, seed)
     meta = {
         "model_id": f"{layout.run}/iter-0000",
         "seed": seed,
