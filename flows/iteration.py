@@ -120,7 +120,7 @@ def run_evaluate(cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list
     }
     table = stages.ratings(layout, i)
     hashes = stages.dvc_commit(layout, i, "evaluate")
-    me = next((r for r in table if r["player"] == f"{layout.run}/iter-{i:04d}"), None)
+    me = next((r for r in table if r["player"] == layout.model_id(i)), None)
     result = {
         "gate": decision,
         "anchors": matches,

@@ -60,7 +60,7 @@ def pipeline(
     rows = [one(config_yaml, project, run, i, parent, tags) for i in range(1, iterations + 1)]
     record.finish(cfg, layout, parent)
     final = stage_done(layout, iterations, "evaluate") or {}
-    return with_final_ratings(rows, final.get("ratings", []), run)
+    return with_final_ratings(rows, final.get("ratings", []), layout)
 
 
 #: What a resume may change: how far the run goes and where its work runs, never what it

@@ -63,7 +63,7 @@ def summary_row(i: int, selfplay: dict, train: dict, evaluation: dict, promotion
     }
 
 
-def with_final_ratings(rows: list[dict], ratings: list[dict], run: str) -> list[dict]:
+def with_final_ratings(rows: list[dict], ratings: list[dict], layout: RunLayout) -> list[dict]:
     """``rows`` with each iteration's Elo from ``ratings``, the fit over every game of the run.
 
     An iteration's own row holds the fit made when it finished; later games move every rating,
@@ -72,7 +72,7 @@ def with_final_ratings(rows: list[dict], ratings: list[dict], run: str) -> list[
     fit = {r["player"]: r for r in ratings}
     out = []
     for row in rows:
-        me = fit.get(f"{run}/iter-{row['iteration']:04d}")
+        me = fit.get(layout.model_id(row["iteration"]))
         if me is not None:
             row = {**row, "elo": me["elo"], "elo_low": me["low"], "elo_high": me["high"]}
         out.append(row)

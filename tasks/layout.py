@@ -63,6 +63,10 @@ class RunLayout:
     def iteration(self, i: int) -> Path:
         return self.root / f"iter-{i:04d}"
 
+    def model_id(self, i: int) -> str:
+        """The name of iteration i's network: its checkpoint's model id, its Elo player name."""
+        return f"{self.run}/iter-{i:04d}"
+
     def stage_file(self, i: int) -> Path:
         return self.iteration(i) / "dvc.yaml"
 

@@ -80,7 +80,7 @@ def init_model(cfg: Config, layout: RunLayout, seed: int) -> dict[str, Any]:
     reset_dir(layout.model_dir(0))
     net = network_for(cfg, seed)
     meta = {
-        "model_id": f"{layout.run}/iter-0000",
+        "model_id": layout.model_id(0),
         "seed": seed,
         "global_step": 0,
         "parent": None,
@@ -162,7 +162,7 @@ def train(
             mlflow_run_id=mlflow_run_id,
             tracking_uri=tracking_uri,
             progress=False,
-            model_id=f"{layout.run}/iter-{iteration:04d}",
+            model_id=layout.model_id(iteration),
             on_step=lambda done, total: report(f"iter {iteration} training (steps)", done, total),
         )
     )
@@ -270,7 +270,7 @@ def ratings(layout: RunLayout, iteration: int) -> list[dict[str, Any]]:
     by_name = {row["player"]: row for row in table}
     points = []
     for j in range(0, iteration + 1):
-        row = by_name.get(f"{layout.run}/iter-{j:04d}")
+        row = by_name.get(layout.model_id(j))
         if row is not None:
             points.append((j, row["elo"], row["low"], row["high"]))
     if points:
