@@ -28,8 +28,12 @@ children's N sum to the kept subtree's visits plus ``simulations``. A fresh root
 evaluation comes first and is not a simulation (as in mctx).
 
 Randomness comes only from the ``np.random.Generator`` given to `BatchedMCTS.reset` for each
-slot: root noise, move sampling, tie breaks and the dihedral transforms. The evaluator is
+slot: it seeds the slot's two streams in the kernels (`tabula.mcts_random`), one for the
+dihedral transforms, one for root noise, move sampling and tie breaks. The evaluator is
 called with ``rng=None`` (the search applies the transforms itself).
+
+The per-move calls (`BatchedMCTS.roots`, `choose_moves`, `play_many`, `start`) take many
+slots at once, so a self-play step costs a few calls, not a few per game.
 """
 
 from __future__ import annotations
@@ -41,12 +45,12 @@ import numpy as np
 
 from tabula.config import Config
 from tabula.features import NUM_PLANES, symmetry_permutations
-from tabula.go.board import EMPTY_HASH, LEGAL, REASONS, area_score, move_status, rules_context
+from tabula.go.board import EMPTY_HASH, REASONS, area_score, rules_context
 from tabula.go.game import Game
 from tabula.go.hashset import hashset_insert, hashset_new
 from tabula.mcts_kernels import expand_and_backup, gather, init_root, undo_collisions
-from tabula.mcts_reuse import advance_root, root_visits
-from tabula.mcts_trees import DROPPED, EXPANDED, KEPT, TERMINAL, UNEXPANDED, Leaves, new_trees
+from tabula.mcts_moves import choose_moves, play_moves, root_stats, start_searches
+from tabula.mcts_trees import DROPPED, KEPT, TERMINAL, UNEXPANDED, Leaves, new_trees
 
 Evaluate = Callable[[np.ndarray, np.random.Generator | None], tuple[np.ndarray, np.ndarray]]
 """``(planes uint8[B, 17, N, N], rng) -> (priors float32[B, M+1], values float32[B])``:
@@ -108,6 +112,17 @@ class RootStats:
     best_value: float
 
 
+@dataclass(frozen=True)
+class Roots:
+    """`RootStats` of k slots at once (`BatchedMCTS.roots`): visits int32[k, M+1], value
+    float32[k], best_move int64[k], best_value float32[k], row i for the i-th slot asked."""
+
+    visits: np.ndarray
+    value: np.ndarray
+    best_move: np.ndarray
+    best_value: np.ndarray
+
+
 class BatchedMCTS:
     """Search trees for ``n_games`` game slots on an N x N board (see the module docstring).
 
@@ -145,7 +160,6 @@ class BatchedMCTS:
         self.trees = new_trees(n_games, self.capacity, self.M, set_size)
         self.perms = np.ascontiguousarray(symmetry_permutations(board_size))
         self.rngs: list[np.random.Generator | None] = [None] * n_games
-        self._noise_pending = np.zeros(n_games, dtype=bool)
         self.simulations = 0
         self.evaluations = 0
         self.reused = 0
@@ -178,9 +192,8 @@ class BatchedMCTS:
             t, slot, board, h, to_play, passes, move_number, self.komi, self.max_moves,
             self.ctx.neighbors,
         )  # fmt: skip
-        t.sym_state[slot] = np.uint64(rng.integers(0, 2**63))
+        t.sym_state[slot], t.rand_state[slot] = rng.integers(0, 2**63, size=2, dtype=np.uint64)
         self.rngs[slot] = rng
-        self._noise_pending[slot] = False
 
     def to_play(self, slot: int) -> int:
         return int(self.trees.to_play[slot, 0])
@@ -209,23 +222,29 @@ class BatchedMCTS:
 
         Raises SearchError for an illegal move or a finished game. Returns whether the
         subtree was reused."""
+        return bool(self.play_many([slot], [move])[0] == KEPT)
+
+    def play_many(self, slots: Sequence[int] | np.ndarray, moves: Sequence[int] | np.ndarray
+                  ) -> np.ndarray:  # fmt: skip
+        """`play` in each slot (``moves[i]`` in ``slots[i]``): all or, on an error, none.
+        Returns each tree's outcome: FRESH, KEPT or DROPPED (`tabula.mcts_trees`)."""
         t, ctx = self.trees, self.ctx
-        if self.is_over(slot):
-            raise SearchError(f"slot {slot}: the game is over")
-        status = move_status(
-            t.board[slot, 0], int(move), int(t.to_play[slot, 0]), ctx.neighbors, ctx.zobrist,
-            t.hash[slot, 0], t.game_set[slot], t.hash[slot, :0], 0,
+        slots = np.asarray(slots, dtype=np.int64)
+        moves = np.asarray(moves, dtype=np.int64)
+        over = slots[t.state[slots, 0] == TERMINAL]
+        if len(over):
+            raise SearchError(f"slot {over[0]}: the game is over")
+        outcome = np.zeros(len(slots), dtype=np.int64)
+        bad = play_moves(
+            t, slots, moves, self.params.simulations + 1, self.komi, self.max_moves,
+            ctx.neighbors, ctx.zobrist, outcome,
         )  # fmt: skip
-        if status != LEGAL:
-            raise SearchError(f"slot {slot}: move {move} is illegal ({REASONS[status]})")
-        outcome = advance_root(
-            t, slot, int(move), self.params.simulations + 1, self.komi, self.max_moves,
-            ctx.neighbors, ctx.zobrist,
-        )  # fmt: skip
-        self._noise_pending[slot] = False
-        self.reused += outcome == KEPT
-        self.dropped += outcome == DROPPED
-        return bool(outcome == KEPT)
+        if bad >= 0:
+            reason = REASONS[int(outcome[bad])]
+            raise SearchError(f"slot {slots[bad]}: move {moves[bad]} is illegal ({reason})")
+        self.reused += int(np.count_nonzero(outcome == KEPT))
+        self.dropped += int(np.count_nonzero(outcome == DROPPED))
+        return outcome
 
     # -- search --------------------------------------------------------------------------
 
@@ -242,17 +261,14 @@ class BatchedMCTS:
         )
 
     def start(self, slots: Sequence[int] | np.ndarray, simulations: int | None = None) -> None:
-        """Begin a search at each slot's root: ``simulations`` new visits (default: params)."""
-        sims = self.params.simulations if simulations is None else simulations
-        t = self.trees
-        for g in np.asarray(slots, dtype=np.int64):
-            t.done[g] = 0
-            t.target[g] = 0 if t.state[g, 0] == TERMINAL else sims
-            if self.params.noise and t.target[g] > 0:
-                if t.state[g, 0] == EXPANDED:
-                    self._add_noise(int(g))
-                else:
-                    self._noise_pending[g] = True  # once the root has been evaluated
+        """Begin a search at each slot's root: ``simulations`` new visits (default: params),
+        with fresh root noise if the params ask for it."""
+        p = self.params
+        sims = p.simulations if simulations is None else simulations
+        start_searches(
+            self.trees, np.asarray(slots, dtype=np.int64), sims, p.noise, p.dirichlet_alpha,
+            p.dirichlet_epsilon,
+        )  # fmt: skip
 
     def unfinished(self, slots: Sequence[int] | np.ndarray) -> np.ndarray:
         """The slots whose search still needs simulations (int64 array)."""
@@ -288,16 +304,11 @@ class BatchedMCTS:
         expand_and_backup(
             self.trees, leaves, n, priors, values, self.params.virtual_loss,
             self.ctx.neighbors, self.ctx.zobrist, self.perms, self.params.early_pass,
-            self.params.fill_own_eyes,
+            self.params.fill_own_eyes, self.params.dirichlet_alpha, self.params.dirichlet_epsilon,
         )  # fmt: skip
         undo_collisions(self.trees, leaves, self.params.virtual_loss)
-        roots = leaves.slot[:n][leaves.node[:n] == 0]
         self.evaluations += n
-        self.simulations += n - len(roots)
-        for g in roots:
-            if self._noise_pending[g]:
-                self._noise_pending[g] = False
-                self._add_noise(int(g))
+        self.simulations += n - int(np.count_nonzero(leaves.node[:n] == 0))
 
     def search(
         self,
@@ -320,46 +331,48 @@ class BatchedMCTS:
                 self.backup(leaves, n, priors, values)
             active = self.unfinished(active)
 
-    def _add_noise(self, g: int) -> None:
-        P = self.trees.P[g, 0]
-        legal = P >= 0
-        eta = self._rng(g).dirichlet(np.full(int(legal.sum()), self.params.dirichlet_alpha))
-        if np.all(np.isfinite(eta)):  # tiny alpha can underflow every gamma draw to 0
-            eps = self.params.dirichlet_epsilon
-            P[legal] = (1 - eps) * P[legal] + eps * eta
-
     # -- results -------------------------------------------------------------------------
 
     def root_stats(self, slot: int) -> RootStats:
-        t = self.trees
-        visits = np.zeros(self.M + 1, dtype=np.int32)
-        root_visits(t, slot, visits)
-        n_root = int(t.N[slot, 0])
-        value = float(-t.W[slot, 0] / n_root) if n_root > 0 else 0.0
-        best = int(np.argmax(visits))
-        c = int(t.child[slot, 0, best])
-        best_value = float(t.W[slot, c] / t.N[slot, c]) if visits[best] > 0 else value
-        return RootStats(visits, value, best, best_value)
+        r = self.roots([slot])
+        value, best_value = float(r.value[0]), float(r.best_value[0])
+        return RootStats(r.visits[0], value, int(r.best_move[0]), best_value)
+
+    def roots(self, slots: Sequence[int] | np.ndarray) -> Roots:
+        """`root_stats` of several slots in one call."""
+        slots = np.asarray(slots, dtype=np.int64)
+        k = len(slots)
+        r = Roots(np.zeros((k, self.M + 1), np.int32), np.zeros(k, np.float32),
+                  np.zeros(k, np.int64), np.zeros(k, np.float32))  # fmt: skip
+        root_stats(self.trees, slots, r.visits, r.value, r.best_move, r.best_value)
+        return r
 
     def choose_move(self, slot: int, tau: float, visits: np.ndarray | None = None) -> int:
-        """pi(a) proportional to N(root, a)^(1/tau), sampled with the slot's generator;
+        """pi(a) proportional to N(root, a)^(1/tau), sampled from the slot's stream;
         ``tau == 0`` means tau -> 0: the most visited move, ties broken at random."""
-        rng = self._rng(slot)
         if visits is None:
             visits = self.root_stats(slot).visits
-        if visits.sum() == 0:
-            raise SearchError(f"slot {slot}: no visits at the root (run a search first)")
-        if tau == 0:
-            best = np.flatnonzero(visits == visits.max())
-            return int(best[rng.integers(len(best))]) if len(best) > 1 else int(best[0])
-        weights = visits.astype(np.float64) ** (1.0 / tau)
-        return int(rng.choice(len(weights), p=weights / weights.sum()))
+        return int(self.choose_moves([slot], np.array([tau]), np.asarray(visits)[None])[0])
 
-    def _rng(self, slot: int) -> np.random.Generator:
-        rng = self.rngs[slot]
-        if rng is None:
-            raise SearchError(f"slot {slot} has no game: call reset first")
-        return rng
+    def choose_moves(
+        self, slots: Sequence[int] | np.ndarray, tau: np.ndarray, visits: np.ndarray
+    ) -> np.ndarray:
+        """`choose_move` for each slot: ``tau[i]`` and ``visits[i]`` (e.g. `Roots.visits`)
+        for ``slots[i]``; int64 moves."""
+        slots = np.asarray(slots, dtype=np.int64)
+        self._check_reset(slots)
+        visits = np.ascontiguousarray(visits, dtype=np.int32)
+        empty = slots[visits.sum(axis=1) == 0]
+        if len(empty):
+            raise SearchError(f"slot {empty[0]}: no visits at the root (run a search first)")
+        out = np.zeros(len(slots), dtype=np.int64)
+        choose_moves(self.trees, slots, visits, np.asarray(tau, dtype=np.float64), out)
+        return out
+
+    def _check_reset(self, slots: np.ndarray) -> None:
+        for slot in slots:
+            if self.rngs[slot] is None:
+                raise SearchError(f"slot {slot} has no game: call reset first")
 
     def pending_root(self, slot: int) -> bool:
         """Whether slot's root has not been evaluated yet."""

@@ -32,18 +32,8 @@ from numba import njit
 
 from tabula.features import fill_planes
 from tabula.go.board import area_score, legal_mask, play_move
+from tabula.mcts_random import gamma, next_u64
 from tabula.mcts_trees import EXPANDED, FULL, HISTORY, TERMINAL, UNEXPANDED
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _next_sym(t, g) -> np.int64:
-    """A dihedral transform 0..7 from the game's own SplitMix64 stream."""
-    s = t.sym_state[g] + np.uint64(0x9E3779B97F4A7C15)
-    t.sym_state[g] = s
-    z = (s ^ (s >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return np.int64(z >> np.uint64(61))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -71,12 +61,30 @@ def init_root(t, g, board, h, to_play, passes, move_number, komi, max_moves, nbr
     t.done[g] = 0
     t.inflight[g] = 0
     t.target[g] = 0
+    t.noise_pending[g] = 0
     if passes >= 2 or move_number >= max_moves:
         t.state[g, 0] = TERMINAL
         t.value[g, 0] = _final_value(board, to_play, komi, nbr)
     else:
         t.state[g, 0] = UNEXPANDED
         t.value[g, 0] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def add_root_noise(t, g, alpha, eps) -> None:
+    """P = (1 - eps) P + eps eta at game g's (expanded) root, eta ~ Dir(alpha) over its legal
+    moves (paper, Methods "Self-play"), from the game's ``rand_state`` stream."""
+    P = t.P[g, 0]
+    eta = np.zeros(P.shape[0])
+    total = 0.0
+    for a in range(P.shape[0]):
+        if P[a] >= 0.0:
+            eta[a] = gamma(t.rand_state, g, alpha)
+            total += eta[a]
+    if total > 0.0 and math.isfinite(total):  # a tiny alpha could underflow every draw to 0
+        for a in range(P.shape[0]):
+            if P[a] >= 0.0:
+                P[a] = (1.0 - eps) * P[a] + eps * eta[a] / total
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -209,7 +217,7 @@ def _write_planes(t, g, node, perm, recent, out) -> None:
 def _add_leaf(t, g, node, leaves, i, use_sym, perms, recent) -> None:
     k = np.int64(0)
     if use_sym:
-        k = _next_sym(t, g)
+        k = np.int64(next_u64(t.sym_state, g) >> np.uint64(61))  # one of the 8 transforms
     leaves.slot[i] = g
     leaves.node[i] = node
     leaves.sym[i] = k
@@ -303,7 +311,7 @@ def _drop_own_eye_fills(board, color, mask, nbr) -> int:
 
 @njit(cache=True, nogil=True)
 def expand_and_backup(
-    t, leaves, n, priors, values, vl, nbr, zob, perms, early_pass, fill_own_eyes
+    t, leaves, n, priors, values, vl, nbr, zob, perms, early_pass, fill_own_eyes, alpha, eps
 ) -> None:
     """Expand leaves ``0..n-1`` with the network's output and back their values up.
 
@@ -313,7 +321,8 @@ def expand_and_backup(
     rest are renormalised (uniform if the network gave them no mass). Without ``early_pass``,
     pass is pruned as ``_restrict_pass`` says; without ``fill_own_eyes``, so are the moves that
     fill one's own single-point eye (pass then remains whenever nothing else does). The
-    root's expansion (node 0) does not count as a simulation.
+    root's expansion (node 0) does not count as a simulation; a root whose search asked for
+    noise (``noise_pending``) gets it now, Dir(``alpha``) with weight ``eps``.
     """
     M = t.board.shape[2]
     path = np.empty(t.move_number.shape[1] + 1, dtype=np.uint64)
@@ -352,6 +361,9 @@ def expand_and_backup(
                 P[a] = P[a] / total if total > 0.0 else 1.0 / count
         t.state[g, node] = EXPANDED
         t.value[g, node] = values[i]
+        if node == 0 and t.noise_pending[g]:
+            t.noise_pending[g] = 0
+            add_root_noise(t, g, alpha, eps)
         _backup(t, g, node, values[i], vl)
         t.inflight[g] -= 1
         if node != 0:

@@ -2,8 +2,7 @@
 the new root node; the subtree below this child is retained along with all its statistics").
 
 `advance_root` plays the move on a tree's root board and keeps the played child's subtree,
-compacted to the front of the node arrays in creation order (see `tabula.mcts_kernels`);
-`root_visits` reads N(root, a) for every move.
+compacted to the front of the node arrays in creation order (see `tabula.mcts_kernels`).
 """
 
 from __future__ import annotations
@@ -86,17 +85,9 @@ def advance_root(t, g, move, reserve, komi, max_moves, nbr, zob) -> int:
             t.size[g] = kept
             t.done[g] = 0
             t.target[g] = 0
+            t.noise_pending[g] = 0
             return KEPT
         init_root(t, g, board, h, -color, passes, move_number, komi, max_moves, nbr)
         return DROPPED
     init_root(t, g, board, h, -color, passes, move_number, komi, max_moves, nbr)
     return FRESH
-
-
-@njit(cache=True, nogil=True)
-def root_visits(t, g, out) -> None:
-    """out[a] = N(root, a) for every move a (0 for unvisited and illegal moves)."""
-    ch = t.child[g, 0]
-    for a in range(ch.shape[0]):
-        c = ch[a]
-        out[a] = t.N[g, c] if c >= 0 else 0

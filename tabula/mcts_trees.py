@@ -28,10 +28,12 @@ class Trees(NamedTuple):
     child: int32[G, C, M+1].
 
     Per game, [G]: size (nodes in use), done / inflight / target (simulations finished,
-    waiting for the network, and wanted in this search), sym_state (SplitMix64 state of the
-    game's dihedral-transform draws). history: int8[G, 8, M], the real game's boards, most
-    recent (= the root board) first, zeros before the start. game_set: uint64[G, S], the hash
-    set of every position of the real game (`tabula.go.hashset`).
+    waiting for the network, and wanted in this search), noise_pending (int8: the root gets
+    its Dirichlet noise once it has been evaluated), sym_state and rand_state (the game's
+    `tabula.mcts_random` streams: dihedral transforms; root noise and move choice).
+    history: int8[G, 8, M], the real game's boards, most recent (= the root board) first,
+    zeros before the start. game_set: uint64[G, S], the hash set of every position of the
+    real game (`tabula.go.hashset`).
     """
 
     parent: np.ndarray
@@ -51,7 +53,9 @@ class Trees(NamedTuple):
     done: np.ndarray
     inflight: np.ndarray
     target: np.ndarray
+    noise_pending: np.ndarray
     sym_state: np.ndarray
+    rand_state: np.ndarray
     history: np.ndarray
     game_set: np.ndarray
 
@@ -73,7 +77,9 @@ def new_trees(G: int, C: int, M: int, set_size: int) -> Trees:
         done=np.zeros(G, dtype=np.int32),
         inflight=np.zeros(G, dtype=np.int32),
         target=np.zeros(G, dtype=np.int32),
+        noise_pending=np.zeros(G, dtype=np.int8),
         sym_state=np.zeros(G, dtype=np.uint64),
+        rand_state=np.zeros(G, dtype=np.uint64),
         history=np.zeros((G, HISTORY, M), dtype=np.int8),
         game_set=np.zeros((G, set_size), dtype=np.uint64),
     )

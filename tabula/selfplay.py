@@ -32,7 +32,8 @@ import numpy as np
 from tabula.config import Config
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, Evaluate, SearchParams, evaluate_in_chunks
-from tabula.resign import ResignTrace, should_resign
+from tabula.mcts_trees import TERMINAL
+from tabula.resign import ResignTrace
 
 
 @dataclass(frozen=True)
@@ -183,41 +184,59 @@ class _Loop:
         return evaluate_in_chunks(self.evaluate, planes, self.params.batch_size)
 
     def after_search(self, slots: np.ndarray) -> Iterator[GameRecord]:
-        """Play a move in every slot whose search is complete; yield the games that end."""
+        """Play a move in every slot whose search is complete; yield the games that end.
+
+        The per-move work runs in a few batched calls over all those slots (root statistics,
+        resignation, move choice, playing, the next searches' start); only the bookkeeping
+        of each game's record is per slot."""
         mcts = self.mcts
-        searching = set(mcts.unfinished(slots).tolist())
-        for s in slots:
-            if s in searching or self.slots[s] is None:
-                continue
-            record = self._move(int(s))
-            if record is not None:
-                self._start_game(int(s))
-                yield record
+        done = np.setdiff1d(slots, mcts.unfinished(slots))
+        if len(done):
+            yield from self._moves(done)
         self.stats.simulations, self.stats.evaluations = mcts.simulations, mcts.evaluations
         self.stats.reused, self.stats.dropped = mcts.reused, mcts.dropped
 
-    def _move(self, s: int) -> GameRecord | None:
-        """One move in slot s from its finished search; the record if the game ended."""
-        mcts, game, p = self.mcts, self.slots[s], self.params
+    def _moves(self, done: np.ndarray) -> Iterator[GameRecord]:
+        mcts, p = self.mcts, self.params
+        roots = mcts.roots(done)
+        resigns = np.zeros(len(done), dtype=bool)
+        if p.v_resign is not None:  # `tabula.resign.should_resign`, for all slots at once
+            allowed = np.array([not self._game(s).resign_disabled for s in done])
+            resigns = allowed & (roots.value < p.v_resign) & (roots.best_value < p.v_resign)
+        colors = mcts.trees.to_play[done, 0].astype(np.int64)
+        moving = ~resigns
+        movers = done[moving]
+        tau = np.where(mcts.trees.move_number[movers, 0] < p.temperature_moves, 1.0, 0.0)
+        moves = mcts.choose_moves(movers, tau, roots.visits[moving])
+        pi = (roots.visits / np.maximum(roots.visits.sum(axis=1, keepdims=True), 1)).astype(
+            np.float32
+        )
+        mcts.play_many(movers, moves)
+        over = mcts.trees.state[movers, 0] == TERMINAL
+        mcts.start(movers[~over])
+        move_of = dict(zip(movers.tolist(), moves.tolist(), strict=True))
+        for i, s in enumerate(done.tolist()):
+            game, color = self._game(s), int(colors[i])
+            if resigns[i]:
+                record = self._finish(s, winner=-color, score=None, resigned=color)
+            else:
+                game.moves.append(move_of[s])
+                game.to_play.append(color)
+                game.pi.append(pi[i])
+                game.root_values.append(float(roots.value[i]))
+                game.best_values.append(float(roots.best_value[i]))
+                self.stats.positions += 1
+                if not mcts.is_over(s):
+                    continue
+                score = mcts.score(s)
+                record = self._finish(s, winner=int(np.sign(score)), score=score, resigned=0)
+            self._start_game(s)
+            yield record
+
+    def _game(self, s: int) -> _Slot:
+        game = self.slots[s]
         assert game is not None
-        stats = mcts.root_stats(s)
-        color = mcts.to_play(s)
-        if not game.resign_disabled and should_resign(stats.value, stats.best_value, p.v_resign):
-            return self._finish(s, winner=-color, score=None, resigned=color)
-        tau = 1.0 if mcts.move_number(s) < p.temperature_moves else 0.0
-        move = mcts.choose_move(s, tau, stats.visits)
-        game.moves.append(move)
-        game.to_play.append(color)
-        game.pi.append((stats.visits / stats.visits.sum()).astype(np.float32))
-        game.root_values.append(stats.value)
-        game.best_values.append(stats.best_value)
-        self.stats.positions += 1
-        mcts.play(s, move)
-        if mcts.is_over(s):
-            score = mcts.score(s)
-            return self._finish(s, winner=int(np.sign(score)), score=score, resigned=0)
-        mcts.start([s])
-        return None
+        return game
 
     def _finish(self, s: int, winner: int, score: float | None, resigned: int) -> GameRecord:
         game, p = self.slots[s], self.params
