@@ -175,7 +175,9 @@ def _read_init(init: Path, cfg: Config) -> tuple[str, dict[str, Any]]:
     return kind, payload
 
 
-def _system(cfg: Config, init: Path | None, seed: int) -> tuple[AlphaZeroSystem, str | None, int]:
+def _system(
+    cfg: Config, init: Path | None, seed: int, log_every: int
+) -> tuple[AlphaZeroSystem, str | None, int]:
     """The LightningModule to fit, the ckpt path to resume (or None) and the max epochs."""
     kind, payload = _read_init(init, cfg) if init is not None else (None, {})
     step_offset = 0
@@ -195,7 +197,7 @@ def _system(cfg: Config, init: Path | None, seed: int) -> tuple[AlphaZeroSystem,
         momentum=t.momentum,
         weight_decay=t.weight_decay,
         step_offset=step_offset,
-        log_every_n_steps=LOG_EVERY_N_STEPS,
+        log_every_n_steps=log_every,
     )
     if kind == "exported":
         assert init is not None
@@ -222,8 +224,6 @@ def _quiet_and_deterministic() -> Iterator[None]:
             # In-process batches are measured at >= 5x training's rate (bench/train.py).
             warnings.filterwarnings("ignore", message=".*does not have many workers.*")
             warnings.filterwarnings("ignore", message=".*treespec.*")
-            # A short stage logs less often than every n steps; the stage's last losses still land.
-            warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
             yield
     finally:
         torch.use_deterministic_algorithms(was)
@@ -248,6 +248,7 @@ def _trainer(
     progress: bool,
     steps: int,
     extra: list[Callback],
+    log_every: int,
 ) -> pl.Trainer:
     t = cfg.training
     callbacks: list[Callback] = [_PeriodicCheckpoint(ckpt, t.checkpoint_every), *extra]
@@ -261,7 +262,7 @@ def _trainer(
         deterministic=t.deterministic,
         logger=logger,
         callbacks=callbacks,
-        log_every_n_steps=LOG_EVERY_N_STEPS,
+        log_every_n_steps=log_every,
         enable_checkpointing=False,
         enable_progress_bar=progress,
         enable_model_summary=False,
@@ -341,12 +342,14 @@ def train_stage(
                          num_workers=t.num_workers)  # fmt: skip
     with _quiet_and_deterministic():
         dm.setup("fit")  # every shard validated before anything else happens
-        system, resume, max_epochs = _system(cfg, init, seed)
+        # A stage shorter than the interval logs every `steps` steps: one point at least.
+        log_every = min(LOG_EVERY_N_STEPS, steps)
+        system, resume, max_epochs = _system(cfg, init, seed, log_every)
         logger = _logger(tracking_uri, mlflow_run_id)
         out.parent.mkdir(parents=True, exist_ok=True)
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         extra = [] if on_step is None else [_StepReport(on_step, steps)]
-        trainer = _trainer(cfg, out, ckpt, max_epochs, logger, progress, steps, extra)
+        trainer = _trainer(cfg, out, ckpt, max_epochs, logger, progress, steps, extra, log_every)
         started = time.perf_counter()
         # Our .ckpt files hold only tensors and plain values: load them the safe way.
         trainer.fit(system, datamodule=dm, ckpt_path=resume, weights_only=True)

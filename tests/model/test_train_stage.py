@@ -153,6 +153,11 @@ def test_logs_to_an_mlflow_run_it_does_not_end(cfg, data: Path, tmp_path: Path) 
         "samples_per_s",
     } <= set(got.data.metrics)
     assert [m.step for m in client.get_metric_history(run, "loss")] == [9]
+    # A stage shorter than the logging interval logs every `steps` steps instead, so it
+    # draws its point too: steps 10-13, logged where (step + 1) % 4 == 0.
+    _stage(cfg, data, tmp_path / "m2", steps=4, init=tmp_path / "m" / "train.ckpt",
+           mlflow_run_id=run, tracking_uri=uri)  # fmt: skip
+    assert [m.step for m in client.get_metric_history(run, "loss")] == [9, 11]
 
 
 def test_stage_reports_its_steps_from_where_it_starts(cfg, data: Path, tmp_path: Path) -> None:
