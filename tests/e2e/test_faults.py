@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import random
 import resource
 import shutil
@@ -27,17 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tasks import tracking, versioning
+from tasks import tracking
 from tasks.layout import RunLayout, read_json
 from tasks.stages import WindowChangedError, verify_window
-from tests.flows.conftest import TINY, prefect_server  # noqa: F401 - the Prefect API fixture
+from tests.e2e import pipeline_runs as runs
+from tests.e2e.pipeline_runs import RUN
+from tests.flows.conftest import prefect_server  # noqa: F401 - the Prefect API fixture
 from tests.repos import make_user_repo
 
 pytestmark = pytest.mark.slow
-TABULA = str(Path(sys.executable).parent / "tabula")
-RUN = "tiny"  # pipeline.name in TINY
 SEED = 2017
 TRIALS = 5
 PARALLEL = 2  # trials at once, one per core
@@ -47,7 +45,7 @@ KINDS = ("selfplay", "train", "evaluate", "dvc", "lineage")
 FSIZE_LIMIT = 1024  # bytes: any shard (a few KiB) is past it, so self-play cannot write one
 
 
-# --- running `tabula run` ----------------------------------------------------------------------
+# --- fixtures and the reference run ------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -60,174 +58,29 @@ def api(prefect_server) -> str:  # noqa: F811
     return url
 
 
-@dataclass
-class Run:
-    """A ``tabula run`` subprocess (its own process group); stderr goes to ``log``, or to a
-    pipe when ``log`` is None (a file would itself be subject to a file size limit)."""
-
-    proc: subprocess.Popen
-    log: Path | None
-    started: float
-
-    def wait(self, timeout: float = 600) -> tuple[int, str]:
-        if self.log is None:
-            _, err = self.proc.communicate(timeout=timeout)
-            return self.proc.returncode, err.decode(errors="replace")
-        rc = self.proc.wait(timeout=timeout)
-        return rc, self.log.read_text(errors="replace")
-
-    def stderr_tail(self) -> str:
-        return "" if self.log is None else self.log.read_text(errors="replace")[-3000:]
-
-    def kill(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-
-def _start(
-    project: Path, iterations: int, api: str, preexec: Callable[[], None] | None = None
-) -> Run:
-    """Start ``tabula run`` with TINY; ``preexec`` runs in the child before it starts."""
-    args = [TABULA, "run", "--iterations", str(iterations)]
-    for item in TINY:
-        args += ["--set", item]
-    env = {**os.environ, "PREFECT_API_URL": api, "PREFECT_LOGGING_LEVEL": "WARNING"}
-    log = None
-    if preexec is None:  # else a pipe: a log file would itself hit a file size limit
-        (logs := project.parent / "logs").mkdir(exist_ok=True)
-        log = logs / f"{project.name}-{len(list(logs.iterdir())):02d}.err"
-    started = time.time()
-    with open(log, "w") if log else contextlib.nullcontext(subprocess.PIPE) as err:
-        proc = subprocess.Popen(
-            args,
-            cwd=project,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,
-            preexec_fn=preexec,
-        )
-    return Run(proc, log, started)
-
-
-def _run(project: Path, iterations: int, api: str, expect: int = 0) -> str:
-    started = time.monotonic()
-    rc, stderr = _start(project, iterations, api).wait()
-    print(f"  tabula run --iterations {iterations}: exit {rc}, {time.monotonic() - started:.1f} s")
-    assert rc == expect, f"exit {rc}, expected {expect}:\n{stderr[-3000:]}"
-    return stderr
-
-
-def _kill_when(run: Run, ready: Callable[[], bool]) -> bool:
-    """SIGKILL ``run`` once ``ready()``; False when it finished first (it must have succeeded)."""
-    while not ready():
-        rc = run.proc.poll()
-        if rc is not None:
-            assert rc == 0, f"a resumed run failed (exit {rc}):\n{run.stderr_tail()}"
-            return False
-        time.sleep(0.01)
-    run.kill()
-    return True
-
-
-def _error_line(stderr: str) -> str:
-    """The one line an expected failure prints: last on stderr, no traceback anywhere."""
-    assert "Traceback" not in stderr, stderr[-3000:]
-    ours = [line for line in stderr.splitlines() if line.startswith("tabula: ")]
-    assert len(ours) == 1 and stderr.rstrip().splitlines()[-1] == ours[0], stderr[-3000:]
-    return ours[0]
-
-
-# --- projects and what a finished run must hold ------------------------------------------------
-
-
 @pytest.fixture(scope="module")
 def user_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An empty user repository (one commit); every project here is a fresh clone of it."""
     return make_user_repo(tmp_path_factory.mktemp("user") / "repo")
 
 
-def _clone(user_repo: Path, dest: Path) -> Path:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "clone", "-q", str(user_repo), str(dest)], check=True)
-    return dest
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What must not depend on faults, per iteration."""
-
-    selfplay: dict[int, dict[str, str]]  # self-play out -> DVC hash, from dvc.lock
-    positions: dict[int, int]  # rows in all shards
-    distinct: dict[int, int]  # distinct (game id, move number): no position twice
-    weights: dict[int, str]  # sha256 of the trained weights
-    promoted: dict[int, bool]
-
-
-def _outcome(project: Path, iterations: int = 2) -> Outcome:
-    from model.shards import read_shard
-
-    layout = RunLayout(project, "data", RUN)
-    selfplay, positions, distinct, weights, promoted = {}, {}, {}, {}, {}
-    for i in range(1, iterations + 1):
-        lock = yaml.safe_load((layout.iteration(i) / "dvc.lock").read_text())["stages"]
-        selfplay[i] = {out["path"]: out["md5"] for out in lock["selfplay"]["outs"]}
-        rows, keys = 0, set()
-        for shard in sorted(layout.selfplay(i).rglob("*.parquet")):
-            records = read_shard(shard)
-            rows += len(records.z)
-            keys |= set(zip(records.game_id.tolist(), records.move_number.tolist(), strict=True))
-        positions[i], distinct[i] = rows, len(keys)
-        weights[i] = read_json(layout.marker(i, "train"))["weights_sha256"]
-        promoted[i] = bool(read_json(layout.marker(i, "promote"))["promoted"])
-    return Outcome(selfplay, positions, distinct, weights, promoted)
-
-
-def _check_clean(project: Path, iterations: int = 2) -> None:
-    """No temporary files, one finished MLflow run per level, nothing pending for DVC."""
-    for folder in ("data", "mlflow"):
-        assert not list((project / folder).rglob("*.tmp")), folder
-    client = tracking.connect("sqlite:///mlflow/mlflow.db", project)
-    exp = client.get_experiment_by_name(f"tabula/{RUN}")
-    runs = client.search_runs([exp.experiment_id])
-    kinds = sorted(
-        (r.data.tags.get(tracking.TAG_KIND), r.data.tags.get(tracking.TAG_ITERATION))
-        for r in runs
-        if r.data.tags.get(tracking.TAG_ITERATION) is not None
-    )
-    parents = [r for r in runs if r.data.tags.get(tracking.TAG_KIND) == "pipeline"]
-    assert len(parents) == 1 and kinds == [
-        ("iteration", str(i)) for i in range(1, iterations + 1)
-    ], kinds
-    assert all(r.info.status == "FINISHED" for r in runs), [r.info.status for r in runs]
-    assert versioning.status(project) == {}
-    tags = subprocess.run(
-        ["git", "tag", "-l", f"tabula/{RUN}/*"],
-        cwd=project,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    assert tags == [f"tabula/{RUN}/iter-{i:04d}" for i in range(1, iterations + 1)]
-
-
 @dataclass(frozen=True)
 class Reference:
     project: Path
     seconds: float
-    outcome: Outcome
+    outcome: runs.Outcome
 
 
 @pytest.fixture(scope="module")
 def reference(api, user_repo, tmp_path_factory) -> Reference:
     """One uninterrupted two-iteration run, timed."""
-    project = _clone(user_repo, tmp_path_factory.mktemp("reference") / "project")
+    project = runs.clone(user_repo, tmp_path_factory.mktemp("reference") / "project")
     started = time.monotonic()
-    _run(project, 2, api)
+    runs.run(project, 2, api)
     seconds = time.monotonic() - started
-    _check_clean(project)
+    runs.check_clean(project)
     print(f"\nreference run: {seconds:.1f} s")
-    return Reference(project, seconds, _outcome(project))
+    return Reference(project, seconds, runs.outcome(project))
 
 
 # --- 1. SIGKILL at random moments and inside every stage ---------------------------------------
@@ -276,26 +129,26 @@ def _trial(
     k: int, fraction: float, reference: Reference, user_repo: Path, root: Path, api: str
 ) -> dict:
     """Kill at ``fraction`` of the reference's wall time, then inside a stage, then finish."""
-    project = _clone(user_repo, root / f"trial-{k}" / "project")
+    project = runs.clone(user_repo, root / f"trial-{k}" / "project")
     layout = RunLayout(project, "data", RUN)
     kills: list[str] = []
     started = time.monotonic()
-    run = _start(project, 2, api)
+    run = runs.start(project, 2, api)
     deadline = run.started + fraction * reference.seconds
-    if _kill_when(run, lambda: time.time() >= deadline):
+    if runs.kill_when(run, lambda: time.time() >= deadline):
         kills.append(f"t={fraction:.2f}T")
     ahead = [
         kind for kind in KINDS[k:] + KINDS[:k] if any(_stage_ahead(layout, kind, i) for i in (1, 2))
     ]
     finished = False
     if ahead:
-        run = _start(project, 2, api)
-        if _kill_when(run, _in_stage(layout, ahead[0], run.started)):
+        run = runs.start(project, 2, api)
+        if runs.kill_when(run, _in_stage(layout, ahead[0], run.started)):
             kills.append(ahead[0])
         else:
             finished = True
     if not finished:
-        _run(project, 2, api)
+        runs.run(project, 2, api)
     return {"project": project, "kills": kills, "seconds": time.monotonic() - started}
 
 
@@ -322,16 +175,16 @@ def test_sigkill_anywhere_then_resume_matches_an_uninterrupted_run(
     assert sum(1 for t in trials for kill in t["kills"] if kill.startswith("t=")) >= TRIALS - 1
     assert {"selfplay", "train", "evaluate"} <= kinds and kinds & {"dvc", "lineage"}, kinds
     for t in trials:
-        assert _outcome(t["project"]) == reference.outcome, t["kills"]
-        _check_clean(t["project"])
+        assert runs.outcome(t["project"]) == reference.outcome, t["kills"]
+        runs.check_clean(t["project"])
 
 
 # --- 2. a corrupt shard is named and never trained on ------------------------------------------
 
 
 def _one_iteration(user_repo: Path, dest: Path, api: str) -> tuple[Path, RunLayout]:
-    project = _clone(user_repo, dest)
-    _run(project, 1, api)
+    project = runs.clone(user_repo, dest)
+    runs.run(project, 1, api)
     return project, RunLayout(project, "data", RUN)
 
 
@@ -354,7 +207,7 @@ def test_corrupt_shard_is_named_and_never_trained_on(api, reference, user_repo, 
     for shard, corrupt in ((shards[0], _truncate), (shards[1], _flip_byte)):
         original = shard.read_bytes()
         corrupt(shard)
-        line = _error_line(_run(project, 2, api, expect=2))
+        line = runs.error_line(runs.run(project, 2, api, expect=2))
         assert str(layout.rel(shard)) in line, line
         assert not layout.marker(2, "train").exists()
         assert not layout.model_dir(2).exists()  # refused before training made anything
@@ -373,9 +226,9 @@ def test_corrupt_shard_is_named_and_never_trained_on(api, reference, user_repo, 
     shards[0].with_name("extra.parquet").unlink()
     verify_window(layout, window)
 
-    _run(project, 2, api)  # restored: the run goes on and trains on exactly the recorded window
-    assert _outcome(project) == reference.outcome
-    _check_clean(project)
+    runs.run(project, 2, api)  # restored: the run goes on and trains on exactly the recorded window
+    assert runs.outcome(project) == reference.outcome
+    runs.check_clean(project)
 
 
 # --- 6. disk full or an unwritable folder during self-play ------------------------------------
@@ -403,13 +256,13 @@ def test_disk_full_or_unwritable_folder_fails_cleanly(api, reference, user_repo,
     # An unwritable spot: a file where iteration 2's self-play folder goes, so mkdir fails.
     layout.iteration(2).mkdir(parents=True)
     layout.selfplay(2).write_text("not a folder\n")
-    line = _error_line(_run(project, 2, api, expect=1))
+    line = runs.error_line(runs.run(project, 2, api, expect=1))
     assert "Not a directory" in line and "selfplay" in line, line
     assert {i: _snapshot(layout.iteration(i)) for i in (0, 1)} == before
     layout.selfplay(2).unlink()
 
     # Disk full: once iteration 2's self-play starts, no file may grow past FSIZE_LIMIT.
-    run = _start(project, 2, api, preexec=_ignore_sigxfsz)
+    run = runs.start(project, 2, api, preexec=_ignore_sigxfsz)
     while not _fresh(layout.worker(2, 0), run.started):
         assert run.proc.poll() is None, run.wait()[1][-3000:]
         time.sleep(0.005)
@@ -418,15 +271,15 @@ def test_disk_full_or_unwritable_folder_fails_cleanly(api, reference, user_repo,
     rc, stderr = run.wait()
     print(f"  disk full run: exit {rc}, {time.time() - run.started:.1f} s")
     assert rc == 1, stderr[-3000:]
-    assert "File too large" in _error_line(stderr)
+    assert "File too large" in runs.error_line(stderr)
     assert not layout.marker(2, "selfplay").exists()  # it failed in self-play
     assert not list(layout.selfplay(2).rglob("*.parquet"))
     assert {i: _snapshot(layout.iteration(i)) for i in (0, 1)} == before
 
-    _run(project, 2, api)  # space again: the run resumes and finishes as if nothing happened
+    runs.run(project, 2, api)  # space again: the run resumes and finishes as if nothing happened
     assert {i: _snapshot(layout.iteration(i)) for i in (0, 1)} == before
-    assert _outcome(project) == reference.outcome
-    _check_clean(project)
+    assert runs.outcome(project) == reference.outcome
+    runs.check_clean(project)
 
 
 # --- found by the random kills: a store killed while MLflow builds its schema -----------------

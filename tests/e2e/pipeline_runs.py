@@ -1,0 +1,169 @@
+"""`tabula run` in a subprocess and what a finished run must hold: the helpers of the fault
+tests (`test_faults.py`).
+
+Every run is the real ``tabula run`` against a given Prefect API, with the TINY config of
+``tests/flows``, in a project cloned from an empty user repo (`tests.repos`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from tasks import tracking, versioning
+from tasks.layout import RunLayout, read_json
+from tests.flows.conftest import TINY
+
+TABULA = str(Path(sys.executable).parent / "tabula")
+RUN = "tiny"  # pipeline.name in TINY
+
+
+@dataclass
+class Run:
+    """A ``tabula run`` subprocess (its own process group); stderr goes to ``log``, or to a
+    pipe when ``log`` is None (a file would itself be subject to a file size limit)."""
+
+    proc: subprocess.Popen
+    log: Path | None
+    started: float
+
+    def wait(self, timeout: float = 600) -> tuple[int, str]:
+        if self.log is None:
+            _, err = self.proc.communicate(timeout=timeout)
+            return self.proc.returncode, err.decode(errors="replace")
+        rc = self.proc.wait(timeout=timeout)
+        return rc, self.log.read_text(errors="replace")
+
+    def stderr_tail(self) -> str:
+        return "" if self.log is None else self.log.read_text(errors="replace")[-3000:]
+
+    def kill(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+def start(
+    project: Path, iterations: int, api: str, preexec: Callable[[], None] | None = None
+) -> Run:
+    """Start ``tabula run`` with TINY; ``preexec`` runs in the child before it starts."""
+    args = [TABULA, "run", "--iterations", str(iterations)]
+    for item in TINY:
+        args += ["--set", item]
+    env = {**os.environ, "PREFECT_API_URL": api, "PREFECT_LOGGING_LEVEL": "WARNING"}
+    log = None
+    if preexec is None:  # else a pipe: a log file would itself hit a file size limit
+        (logs := project.parent / "logs").mkdir(exist_ok=True)
+        log = logs / f"{project.name}-{len(list(logs.iterdir())):02d}.err"
+    started = time.time()
+    with open(log, "w") if log else contextlib.nullcontext(subprocess.PIPE) as err:
+        proc = subprocess.Popen(
+            args,
+            cwd=project,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+    return Run(proc, log, started)
+
+
+def run(project: Path, iterations: int, api: str, expect: int = 0) -> str:
+    started = time.monotonic()
+    rc, stderr = start(project, iterations, api).wait()
+    print(f"  tabula run --iterations {iterations}: exit {rc}, {time.monotonic() - started:.1f} s")
+    assert rc == expect, f"exit {rc}, expected {expect}:\n{stderr[-3000:]}"
+    return stderr
+
+
+def kill_when(run: Run, ready: Callable[[], bool]) -> bool:
+    """SIGKILL ``run`` once ``ready()``; False when it finished first (it must have succeeded)."""
+    while not ready():
+        rc = run.proc.poll()
+        if rc is not None:
+            assert rc == 0, f"a resumed run failed (exit {rc}):\n{run.stderr_tail()}"
+            return False
+        time.sleep(0.01)
+    run.kill()
+    return True
+
+
+def error_line(stderr: str) -> str:
+    """The one line an expected failure prints: last on stderr, no traceback anywhere."""
+    assert "Traceback" not in stderr, stderr[-3000:]
+    ours = [line for line in stderr.splitlines() if line.startswith("tabula: ")]
+    assert len(ours) == 1 and stderr.rstrip().splitlines()[-1] == ours[0], stderr[-3000:]
+    return ours[0]
+
+
+def clone(user_repo: Path, dest: Path) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", str(user_repo), str(dest)], check=True)
+    return dest
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What must not depend on faults, per iteration."""
+
+    selfplay: dict[int, dict[str, str]]  # self-play out -> DVC hash, from dvc.lock
+    positions: dict[int, int]  # rows in all shards
+    distinct: dict[int, int]  # distinct (game id, move number): no position twice
+    weights: dict[int, str]  # sha256 of the trained weights
+    promoted: dict[int, bool]
+
+
+def outcome(project: Path, iterations: int = 2) -> Outcome:
+    from model.shards import read_shard
+
+    layout = RunLayout(project, "data", RUN)
+    selfplay, positions, distinct, weights, promoted = {}, {}, {}, {}, {}
+    for i in range(1, iterations + 1):
+        lock = yaml.safe_load((layout.iteration(i) / "dvc.lock").read_text())["stages"]
+        selfplay[i] = {out["path"]: out["md5"] for out in lock["selfplay"]["outs"]}
+        rows, keys = 0, set()
+        for shard in sorted(layout.selfplay(i).rglob("*.parquet")):
+            records = read_shard(shard)
+            rows += len(records.z)
+            keys |= set(zip(records.game_id.tolist(), records.move_number.tolist(), strict=True))
+        positions[i], distinct[i] = rows, len(keys)
+        weights[i] = read_json(layout.marker(i, "train"))["weights_sha256"]
+        promoted[i] = bool(read_json(layout.marker(i, "promote"))["promoted"])
+    return Outcome(selfplay, positions, distinct, weights, promoted)
+
+
+def check_clean(project: Path, iterations: int = 2) -> None:
+    """No temporary files, one finished MLflow run per level, nothing pending for DVC."""
+    for folder in ("data", "mlflow"):
+        assert not list((project / folder).rglob("*.tmp")), folder
+    client = tracking.connect("sqlite:///mlflow/mlflow.db", project)
+    exp = client.get_experiment_by_name(f"tabula/{RUN}")
+    runs = client.search_runs([exp.experiment_id])
+    kinds = sorted(
+        (r.data.tags.get(tracking.TAG_KIND), r.data.tags.get(tracking.TAG_ITERATION))
+        for r in runs
+        if r.data.tags.get(tracking.TAG_ITERATION) is not None
+    )
+    parents = [r for r in runs if r.data.tags.get(tracking.TAG_KIND) == "pipeline"]
+    assert len(parents) == 1 and kinds == [
+        ("iteration", str(i)) for i in range(1, iterations + 1)
+    ], kinds
+    assert all(r.info.status == "FINISHED" for r in runs), [r.info.status for r in runs]
+    assert versioning.status(project) == {}
+    tags = subprocess.run(
+        ["git", "tag", "-l", f"tabula/{RUN}/*"],
+        cwd=project,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert tags == [f"tabula/{RUN}/iter-{i:04d}" for i in range(1, iterations + 1)]
