@@ -1,5 +1,6 @@
-"""The per-move work for many slots at once (`BatchedMCTS.roots`, `choose_moves`,
-`play_many`): the same answers as one slot at a time, and all-or-nothing on a bad move."""
+"""After a search: the move at temperature tau (pi ~ N^(1/tau); tau -> 0 the most visited), and
+the per-move work for many slots at once (`BatchedMCTS.roots`, `choose_moves`, `play_many`):
+the same answers as one slot at a time, and all-or-nothing on a bad move."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import copy
 
 import numpy as np
 import pytest
-from mcts_helpers import hashed
+from mcts_helpers import hashed, searched
 
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, SearchError, SearchParams
@@ -43,6 +44,25 @@ def test_choosing_together_draws_what_each_slot_draws_alone() -> None:
     alone = [apart.choose_move(s, tau[s], visits[s]) for s in slots]
     assert together.tolist() == alone
     assert together[1] == np.argmax(visits[1]) or visits[1, together[1]] == visits[1].max()
+
+
+def test_temperature_zero_takes_the_most_visited() -> None:
+    m = searched(Game(7), hashed, simulations=200)
+    visits = m.root_stats(0).visits
+    assert m.choose_move(0, 0.0) == int(np.argmax(visits))
+    tied = np.zeros(50, np.int32)
+    tied[[3, 7]] = 5
+    picks = {m.choose_move(0, 0.0, tied) for _ in range(40)}
+    assert picks == {3, 7}
+
+
+def test_temperature_one_samples_in_proportion() -> None:
+    m = searched(Game(5), simulations=1)
+    visits = np.zeros(26, np.int32)
+    visits[[0, 1]] = [1, 3]
+    draws = np.array([m.choose_move(0, 1.0, visits) for _ in range(2000)])
+    assert set(draws) == {0, 1}
+    assert 0.7 < (draws == 1).mean() < 0.8
 
 
 def test_temperature_sharpens_the_visit_distribution() -> None:

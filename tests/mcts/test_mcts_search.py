@@ -328,25 +328,6 @@ def test_random_symmetry_maps_priors_back() -> None:
     assert len(seen) > 4  # the evaluator was shown several different frames
 
 
-def test_temperature_zero_takes_the_most_visited() -> None:
-    m = searched(Game(7), hashed, simulations=200)
-    visits = m.root_stats(0).visits
-    assert m.choose_move(0, 0.0) == int(np.argmax(visits))
-    tied = np.zeros(50, np.int32)
-    tied[[3, 7]] = 5
-    picks = {m.choose_move(0, 0.0, tied) for _ in range(40)}
-    assert picks == {3, 7}
-
-
-def test_temperature_one_samples_in_proportion() -> None:
-    m = searched(Game(5), simulations=1)
-    visits = np.zeros(26, np.int32)
-    visits[[0, 1]] = [1, 3]
-    draws = np.array([m.choose_move(0, 1.0, visits) for _ in range(2000)])
-    assert set(draws) == {0, 1}
-    assert 0.7 < (draws == 1).mean() < 0.8
-
-
 def test_bad_evaluator_answer_is_refused() -> None:
     def wrong(planes, rng=None):
         return np.zeros((len(planes), 10), np.float32), np.zeros(len(planes), np.float32)
