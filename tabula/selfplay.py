@@ -197,6 +197,7 @@ class _Loop:
         self.stats.reused, self.stats.dropped = mcts.reused, mcts.dropped
 
     def _moves(self, done: np.ndarray) -> Iterator[GameRecord]:
+        """Resign or move in each slot of ``done`` (finished searches), slot order."""
         mcts, p = self.mcts, self.params
         roots = mcts.roots(done)
         resigns = np.zeros(len(done), dtype=bool)
