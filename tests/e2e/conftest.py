@@ -52,9 +52,10 @@ class UiStore:
     artifact_root: Path
 
 
-#: A short real run: the tests/flows TINY config with training stages long enough to log their
-#: losses (every 10 steps) and a gate that promotes a candidate winning any of its games, so
-#: that two iterations leave loss curves and a champion for the UI to show.
+#: A short real run: the tests/flows TINY config with 10-step training stages (one loss point
+#: each at the 10-step logging interval, so the curves have real steps 9 and 19) and a gate that
+#: promotes a candidate winning any of its games, so that two iterations leave loss curves and a
+#: champion for the UI to show.
 UI_RUN = [
     *TINY,
     "pipeline.name=ui",
