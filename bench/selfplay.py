@@ -1,6 +1,7 @@
 """Self-play throughput against the network alone and against a one-leaf-at-a-time search.
 
-Usage: ``python bench/selfplay.py [--json PATH] [--seconds S] [--rounds R] [--threads T]``
+Usage: ``python bench/selfplay.py [--json PATH] [--seconds S] [--rounds R] [--threads T]
+[--device auto|cpu|cuda]``
 
 For the 9x9 quick-start net (configs/quickstart.yaml) and a small 19x19 net (4x32, the same
 search settings), in one run:
@@ -15,8 +16,10 @@ search settings), in one run:
 - (t) the search alone, with a free uniform evaluator: what the tree and rules cost per leaf.
 
 Goals (the self-play issue): (b)/(a) >= 0.85 and (b)/(c) >= 10. Measurements alternate in
-``--rounds`` rounds of ``--seconds`` each and the median is reported, so load from other
-processes hits every path alike. Rates are wall-clock; the ratio of process-CPU rates of (b)
+``--rounds`` rounds of ``--seconds`` each, so load from other processes hits every path alike:
+rates are the medians over rounds, and each ratio is the median over rounds of the two rates
+measured in the same round (paired, so a slow stretch of the machine slows both sides).
+Rates are wall-clock; the ratio of process-CPU rates of (b)
 and (a) is also shown: on a shared machine it is the steadier estimate of what an idle one
 would give (CPU time is not inflated by waiting), and "net share" is the part of (b)'s CPU
 time spent inside the network call: the rest is the tree, the rules and the game loop, the
@@ -129,12 +132,12 @@ def sequential(evaluate, params: SelfPlayParams, seconds: float, seed: int):
     return clock.rates(m.evaluations)
 
 
-def bench_config(name: str, cfg: Config, seconds: float, rounds: int) -> dict:
+def bench_config(name: str, cfg: Config, seconds: float, rounds: int, device: str) -> dict:
     N = cfg.rules.board_size
     params = SelfPlayParams.from_config(cfg)
     batch = min(params.batch_size, params.concurrent_games * params.search.leaves_per_game)
     net = network_for(cfg, seed=0)
-    evaluate = Evaluator(net, device="cpu")
+    evaluate = Evaluator(net, device=device)
     # Warm up: numba compile or cache load, torch's first calls at each batch shape (oneDNN
     # builds its kernels per shape; a first call costs milliseconds).
     network_alone(evaluate, N, batch, 1.0)
@@ -151,8 +154,15 @@ def bench_config(name: str, cfg: Config, seconds: float, rounds: int) -> dict:
     wall = {k: statistics.median(x[0] for x in v) for k, v in runs.items()}
     cpu = {k: statistics.median(x[1] for x in v) for k, v in runs.items()}
     share = statistics.median(x[2] for x in runs["b"])
+
+    def ratio(top: str, bottom: str, i: int = 0) -> float:
+        """The median over rounds of top / bottom measured in the same round (paired)."""
+        return statistics.median(x[i] / y[i] for x, y in zip(runs[top], runs[bottom], strict=True))
+
     return {
         "name": name,
+        "device": str(evaluate.device),
+        "precision": "bf16" if evaluate.bf16 else "fp32",
         "board_size": N,
         "network": f"{cfg.network.blocks}x{cfg.network.filters}",
         "batch": batch,
@@ -166,12 +176,12 @@ def bench_config(name: str, cfg: Config, seconds: float, rounds: int) -> dict:
         "search_alone_evals_per_s": wall["t"],
         "tree_us_per_leaf": 1e6 / wall["t"],
         "tree_cpu_us_per_leaf": 1e6 / cpu["t"],
-        "ratio_b_over_a": wall["b"] / wall["a"],
-        "ratio_b_over_a_cpu": cpu["b"] / cpu["a"],
-        "ratio_b_overlap_over_a": wall["b2"] / wall["a"],
+        "ratio_b_over_a": ratio("b", "a"),
+        "ratio_b_over_a_cpu": ratio("b", "a", 1),
+        "ratio_b_overlap_over_a": ratio("b2", "a"),
         "network_share_of_selfplay_cpu": share,
-        "ratio_b_over_c": wall["b"] / wall["c"],
-        "ratio_a_over_c": wall["a"] / wall["c"],
+        "ratio_b_over_c": ratio("b", "c"),
+        "ratio_a_over_c": ratio("a", "c"),
         "rounds": runs,
     }
 
@@ -200,12 +210,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (median)")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    parser.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     quick = load_config(ROOT / "configs" / "quickstart.yaml")
     big = load_config(ROOT / "configs" / "quickstart.yaml", ["rules.board_size=19"])
     configs = [("9x9 quick start", quick), ("19x19 4x32", big)]
-    results = [bench_config(name, cfg, args.seconds, args.rounds) for name, cfg in configs]
+    results = [
+        bench_config(name, cfg, args.seconds, args.rounds, args.device) for name, cfg in configs
+    ]
     memory = tree_memory()
     _print(results, memory)
     if args.json:
@@ -217,14 +230,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print(results: list[dict], memory: dict) -> None:
-    table = Table(title="self-play throughput (median of rounds)")
+    table = Table(title="self-play throughput (median of rounds; ratios paired by round)")
     for col in ("config", "batch", "(a) network pos/s", "(b) self-play evals/s",
                 "(b) overlap", "(c) sequential", "(t) tree alone", "tree cpu us/leaf",
                 "(b)/(a)", "(b)/(a) cpu", "net share", "(b)/(c)", "(a)/(c)"):  # fmt: skip
         table.add_column(col, justify="right")
     for r in results:
         table.add_row(
-            r["name"], str(r["batch"]), f"{r['network_positions_per_s']:.0f}",
+            f"{r['name']} ({r['device']}, {r['precision']})", str(r["batch"]),
+            f"{r['network_positions_per_s']:.0f}",
             f"{r['selfplay_evals_per_s']:.0f}", f"{r['selfplay_overlap_evals_per_s']:.0f}",
             f"{r['sequential_evals_per_s']:.0f}", f"{r['search_alone_evals_per_s']:.0f}",
             f"{r['tree_cpu_us_per_leaf']:.1f}", f"{r['ratio_b_over_a']:.2f}",
