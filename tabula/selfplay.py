@@ -208,26 +208,26 @@ class _Loop:
         moving = ~resigns
         movers = done[moving]
         tau = np.where(mcts.trees.move_number[movers, 0] < p.temperature_moves, 1.0, 0.0)
-        moves = mcts.choose_moves(movers, tau, roots.visits[moving])
+        move = np.full(len(done), -1, dtype=np.int64)  # per slot of done; -1: resigned
+        move[moving] = mcts.choose_moves(movers, tau, roots.visits[moving])
         pi = (roots.visits / np.maximum(roots.visits.sum(axis=1, keepdims=True), 1)).astype(
             np.float32
         )
-        mcts.play_many(movers, moves)
-        over = mcts.trees.state[movers, 0] == TERMINAL
-        mcts.start(movers[~over])
-        move_of = dict(zip(movers.tolist(), moves.tolist(), strict=True))
+        mcts.play_many(movers, move[moving])
+        ended = moving & (mcts.trees.state[done, 0] == TERMINAL)
+        mcts.start(done[moving & ~ended])
         for i, s in enumerate(done.tolist()):
             game, color = self._game(s), int(colors[i])
             if resigns[i]:
                 record = self._finish(s, winner=-color, score=None, resigned=color)
             else:
-                game.moves.append(move_of[s])
+                game.moves.append(int(move[i]))
                 game.to_play.append(color)
                 game.pi.append(pi[i])
                 game.root_values.append(float(roots.value[i]))
                 game.best_values.append(float(roots.best_value[i]))
                 self.stats.positions += 1
-                if not mcts.is_over(s):
+                if not ended[i]:
                     continue
                 score = mcts.score(s)
                 record = self._finish(s, winner=int(np.sign(score)), score=score, resigned=0)
