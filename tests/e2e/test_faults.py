@@ -30,9 +30,9 @@ import pytest
 from tasks import tracking
 from tasks.layout import RunLayout, read_json
 from tasks.stages import WindowChangedError, verify_window
-from tests.e2e import pipeline_runs as runs
-from tests.e2e.pipeline_runs import RUN
+from tests import pipeline_runs as runs
 from tests.flows.conftest import prefect_server  # noqa: F401 - the Prefect API fixture
+from tests.pipeline_runs import RUN
 from tests.repos import make_user_repo
 
 pytestmark = pytest.mark.slow
@@ -50,12 +50,8 @@ FSIZE_LIMIT = 1024  # bytes: any shard (a few KiB) is past it, so self-play cann
 
 @pytest.fixture(scope="module")
 def api(prefect_server) -> str:  # noqa: F811
-    """The harness's Prefect API URL, read here: Prefect's settings context is per thread."""
-    from prefect.settings import PREFECT_API_URL
-
-    url = str(PREFECT_API_URL.value())
-    assert url.startswith("http"), url
-    return url
+    """The harness's Prefect API URL."""
+    return prefect_server
 
 
 @pytest.fixture(scope="module")

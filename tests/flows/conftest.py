@@ -40,12 +40,16 @@ TINY = [
 
 @pytest.fixture(scope="session")
 def prefect_server():
-    """One real Prefect API (the test harness's temporary SQLite server) for the session."""
+    """One real Prefect API (the test harness's temporary SQLite server) for the session;
+    the value is its URL, for ``tabula run`` subprocesses and workers."""
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=120):
-        yield os.environ.get("PREFECT_API_URL")
+        url = str(PREFECT_API_URL.value())  # read here: Prefect's settings context is per thread
+        assert url.startswith("http"), url
+        yield url
 
 
 @pytest.fixture

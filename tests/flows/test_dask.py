@@ -123,11 +123,10 @@ def test_deployment_entry_point_matches_prefect_yaml():
 def test_deployment_runs_the_pipeline_through_a_process_worker(prefect_server, project):
     """``prefect deploy`` reads prefect.yaml; a worker of the pool runs a tiny pipeline."""
     from prefect.client.orchestration import get_client
-    from prefect.settings import PREFECT_API_URL
 
     env = {
         **os.environ,
-        "PREFECT_API_URL": str(PREFECT_API_URL.value()),
+        "PREFECT_API_URL": prefect_server,
         "TABULA_PROJECT": str(ROOT),
         "PREFECT_LOGGING_LEVEL": "WARNING",
     }

@@ -1,5 +1,5 @@
-"""`tabula run` in a subprocess and what a finished run must hold: the helpers of the fault
-tests (`test_faults.py`).
+"""`tabula run` in a subprocess and what a finished run must hold: the helpers of the tests
+that kill and resume runs (`tests/flows/test_resume.py`, `tests/e2e/test_faults.py`).
 
 Every run is the real ``tabula run`` against a given Prefect API, with the TINY config of
 ``tests/flows``, in a project cloned from an empty user repo (`tests.repos`).
@@ -85,13 +85,16 @@ def run(project: Path, iterations: int, api: str, expect: int = 0) -> str:
     return stderr
 
 
-def kill_when(run: Run, ready: Callable[[], bool]) -> bool:
-    """SIGKILL ``run`` once ``ready()``; False when it finished first (it must have succeeded)."""
+def kill_when(run: Run, ready: Callable[[], bool], limit: float = 600) -> bool:
+    """SIGKILL ``run`` once ``ready()``; False when it finished first (it must have succeeded).
+    Fails if neither happens within ``limit`` seconds."""
+    deadline = time.monotonic() + limit
     while not ready():
         rc = run.proc.poll()
         if rc is not None:
             assert rc == 0, f"a resumed run failed (exit {rc}):\n{run.stderr_tail()}"
             return False
+        assert time.monotonic() < deadline, "the awaited moment never came"
         time.sleep(0.01)
     run.kill()
     return True
@@ -122,14 +125,19 @@ class Outcome:
     promoted: dict[int, bool]
 
 
+def selfplay_outs(layout: RunLayout, i: int) -> dict[str, str]:
+    """Iteration i's self-play outputs and their DVC hashes, from its dvc.lock."""
+    lock = yaml.safe_load((layout.iteration(i) / "dvc.lock").read_text())["stages"]
+    return {out["path"]: out["md5"] for out in lock["selfplay"]["outs"]}
+
+
 def outcome(project: Path, iterations: int = 2) -> Outcome:
     from model.shards import read_shard
 
     layout = RunLayout(project, "data", RUN)
     selfplay, positions, distinct, weights, promoted = {}, {}, {}, {}, {}
     for i in range(1, iterations + 1):
-        lock = yaml.safe_load((layout.iteration(i) / "dvc.lock").read_text())["stages"]
-        selfplay[i] = {out["path"]: out["md5"] for out in lock["selfplay"]["outs"]}
+        selfplay[i] = selfplay_outs(layout, i)
         rows, keys = 0, set()
         for shard in sorted(layout.selfplay(i).rglob("*.parquet")):
             records = read_shard(shard)
