@@ -19,14 +19,12 @@ Goals (the self-play issue): (b)/(a) >= 0.85 and (b)/(c) >= 10. Measurements alt
 ``--rounds`` rounds of ``--seconds`` each, so load from other processes hits every path alike:
 rates are the medians over rounds, and each ratio is the median over rounds of the two rates
 measured in the same round (paired, so a slow stretch of the machine slows both sides).
-Rates are wall-clock; the ratio of process-CPU rates of (b)
-and (a) is also shown: on a shared machine it is the steadier estimate of what an idle one
-would give (CPU time is not inflated by waiting), and "net share" is the part of (b)'s CPU
-time spent inside the network call: the rest is the tree, the rules and the game loop, the
-cost the (b)/(a) goal bounds.
-Then the tree memory of 256 concurrent 19x19 games at 800
-simulations (RSS growth after allocating and touching every array). Prints a table, writes the
-same figures as JSON.
+Rates are wall-clock; the ratio of process-CPU rates of (b) and (a) is also shown: on a
+shared machine it is the steadier estimate of what an idle one would give (CPU time is not
+inflated by waiting), and "net share" is the part of (b)'s CPU time spent inside the network
+call: the rest is the tree, the rules and the game loop, the cost the (b)/(a) goal bounds.
+Then the tree memory of 256 concurrent 19x19 games at 800 simulations (RSS growth after
+allocating and touching every array). Prints a table, writes the same figures as JSON.
 """
 
 from __future__ import annotations
