@@ -195,9 +195,6 @@ class BatchedMCTS:
         t.sym_state[slot], t.rand_state[slot] = rng.integers(0, 2**63, size=2, dtype=np.uint64)
         self.rngs[slot] = rng
 
-    def to_play(self, slot: int) -> int:
-        return int(self.trees.to_play[slot, 0])
-
     def move_number(self, slot: int) -> int:
         return int(self.trees.move_number[slot, 0])
 
