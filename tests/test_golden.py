@@ -1,0 +1,128 @@
+"""Golden regressions: refactors of the search, the game loop or training must not change a bit.
+
+Each test hashes what a seeded run produces and compares it with the hash recorded before the
+code around it was reshaped (issue 13). A difference means behaviour changed: find out why
+before touching a constant here.
+
+- self-play: 6 seeded 7x7 games with the network-free ``hashed`` evaluator (numpy only, so the
+  hash is the same on every CPU): moves, pi, z, winners, scores, resignations;
+- one search tree: every array of a 9x9 tree after a 64-simulation search, counters included;
+- training: the checkpoint of a seeded 5-step training stage on synthetic shards. Float
+  kernels differ between CPU instruction sets, so its hash is recorded per
+  ``torch.backends.cpu.get_cpu_capability()``; on a capability not listed the test skips and
+  prints the hash to record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+SELFPLAY_SHA256 = "05e63905f63e6badffbed02bfce57cc91cd7ff033d721a1a3590dc80140562a9"
+TREE_SHA256 = "ef70d6847538da6ef61372d797330baddd676652387d066496e20ba0a9fe9378"
+#: torch's CPU capability -> weights_sha256 of the seeded training stage.
+TRAIN_SHA256: dict[str, str] = {
+    "AVX512": "ff3705458681e16024f2bb319a6f1a7e45397a87b03a6687174a95af81f2e370",
+}
+#: The tree arrays hashed, as they were named when the hash was recorded.
+TREE_ARRAYS = (
+    "parent", "move", "state", "to_play", "passes", "move_number", "N", "W", "value", "hash",
+    "board", "P", "child", "size", "done", "inflight", "target", "noise_pending", "sym_state",
+    "rand_state", "history", "game_set",
+)  # fmt: skip
+
+
+def _digest(*arrays: np.ndarray | float | int | None) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(np.asarray(a if a is not None else np.nan)).tobytes())
+    return h.hexdigest()
+
+
+def _hashed_evaluator():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent / "mcts"))
+    from mcts_helpers import hashed
+
+    return hashed
+
+
+def test_seeded_selfplay_games_are_unchanged() -> None:
+    from tabula.mcts import SearchParams
+    from tabula.selfplay import SelfPlayParams, play_games
+
+    params = SelfPlayParams(
+        board_size=7,
+        komi=7.5,
+        search=SearchParams(simulations=24, leaves_per_game=4, dirichlet_alpha=0.2),
+        temperature_moves=6,
+        v_resign=-0.8,
+        resign_disabled_fraction=0.25,
+        concurrent_games=3,
+        batch_size=16,
+    )
+    games = list(play_games(_hashed_evaluator(), params, 6, np.random.default_rng(2017)))
+    games.sort(key=lambda r: r.index)
+    parts = []
+    for r in games:
+        parts += [r.moves, r.to_play, r.pi, r.z, r.root_values, r.best_child_values]
+        parts += [r.winner, r.score, r.resigned, r.resign_disabled]
+    assert _digest(*parts) == SELFPLAY_SHA256
+
+
+def test_seeded_search_tree_is_unchanged() -> None:
+    from tabula.go.game import Game
+    from tabula.mcts import BatchedMCTS, SearchParams
+
+    game = Game(9, komi=7.5)
+    for move in (40, 30, 50, 31, 49, 81):
+        game.play(move)
+    params = SearchParams(simulations=64, leaves_per_game=4, dirichlet_alpha=0.1)
+    mcts = BatchedMCTS(2, 9, 7.5, params)
+    mcts.reset(0, np.random.default_rng(5), game)
+    mcts.reset(1, np.random.default_rng(6))
+    mcts.search([0, 1], _hashed_evaluator(), max_batch=8)
+    arrays = [getattr(mcts.trees, name) for name in TREE_ARRAYS]
+    digest = _digest(*arrays, mcts.simulations, mcts.evaluations)
+    assert digest == TREE_SHA256
+
+
+def test_seeded_training_checkpoint_is_unchanged(tmp_path: Path) -> None:
+    from model.datamodule import synthetic_records
+    from model.shards import write_shard
+    from tabula.config import load_config
+    from tasks.train import train_stage
+
+    cfg = load_config(
+        None,
+        [
+            "rules.board_size=5",
+            "network.blocks=1",
+            "network.filters=8",
+            "network.value_hidden=16",
+            "training.batch_size=16",
+            "training.lr_boundaries=[3]",
+            "training.lr_values=[0.05,0.005]",
+            "training.deterministic=true",
+        ],
+    )
+    for it in range(2):
+        rec = synthetic_records(5, 6, 5, seed=it, iteration=it, prefix=f"i{it}-")
+        write_shard(tmp_path / "data" / f"iter-{it}" / "worker-00.parquet", rec)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        result = train_stage(
+            cfg, [tmp_path / "data"], tmp_path / "out" / "model.pt", steps=5, seed=7, progress=False
+        )
+    finally:
+        torch.set_num_threads(threads)
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability not in TRAIN_SHA256:
+        pytest.skip(f"no golden hash for CPU capability {capability}: {result.weights_sha256}")
+    assert result.weights_sha256 == TRAIN_SHA256[capability]
