@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,14 @@ def test_preset_loads_and_names_every_field(path: Path) -> None:
     for section, model in _sections().items():
         assert set(raw[section]) == set(model.model_fields), section
     assert cfg.pipeline.name == path.stem or path.name == "params.yaml"
+
+
+def test_the_package_imports_point_one_way() -> None:
+    # models <- io <- __init__: the models never reach back into the I/O half.
+    tree = ast.parse((ROOT / "tabula" / "config" / "models.py").read_text())
+    imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [name for name in imported if name.startswith("tabula")]
 
 
 def test_embedded_default_equals_params_yaml_and_quickstart() -> None:

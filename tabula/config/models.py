@@ -1,10 +1,9 @@
-"""The typed run configuration: pydantic models, YAML presets, command-line overrides.
+"""The config models: one pydantic section per part of a run, and `Config` over all seven.
 
 A run is described by one `Config` with seven sections (rules, network, search, selfplay,
-training, evaluation, pipeline). It is loaded from `params.yaml` (the DVC params file) or a
-preset under `configs/`, then the CLI's ``KEY=VALUE`` overrides are applied, then the result is
-validated once and passed down. Field defaults are the quick-start run (9x9, tiny network), so
-``Config()`` / ``load_config(None)`` need no file.
+training, evaluation, pipeline). Every section forbids unknown keys, is strict about types
+(YAML already gives typed scalars) and is frozen; every field has a description. Field defaults
+are the quick-start run (9x9, tiny network), so ``Config()`` needs no file.
 
 Three fields default to ``None`` and are scaled to the board by `Config.resolve()` (the rule
 is ours unless the paper gives it; 19x19 gives the paper's number exactly):
@@ -14,9 +13,7 @@ is ours unless the paper gives it; 19x19 gives the paper's number exactly):
 - ``selfplay.temperature_moves``: round(30 * N**2 / 361) (paper tau = 1 for 30 moves).
 - ``pipeline.registered_model``: f"tabula-{N}x{N}".
 
-Reading YAML, applying overrides and the one-line `ConfigError` messages (e.g.
-``params.yaml: search.simulations: must be >= 1 (got 0)``) are in `tabula.config_io`; its
-public names are re-exported here. Nothing happens at import time.
+This module imports nothing else of the package; `tabula.config.io` builds on it.
 """
 
 from __future__ import annotations
@@ -26,34 +23,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-# The I/O half lives in config_io (which imports Config only on use, so there is no cycle);
-# re-exported here so callers need one import.
-from tabula.config_io import (
-    ConfigError,
-    Scalar,
-    apply_overrides,
-    config_to_flat_dict,
-    dump_config,
-    load_config,
-    parse_config,
-)
-
 __all__ = [
     "Config",
-    "ConfigError",
     "EvaluationConfig",
     "NetworkConfig",
     "PipelineConfig",
     "RulesConfig",
-    "Scalar",
     "SearchConfig",
     "SelfPlayConfig",
     "TrainingConfig",
-    "apply_overrides",
-    "config_to_flat_dict",
-    "dump_config",
-    "load_config",
-    "parse_config",
 ]
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # safe in paths, MLflow and DVC names

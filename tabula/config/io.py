@@ -1,9 +1,9 @@
 """Reading and writing `Config`: YAML files, ``KEY=VALUE`` overrides, one-line errors.
 
-The models live in `tabula.config`, which re-exports everything public here, so callers import
-from `tabula.config` only. Every failure is a `ConfigError` (a ValueError) whose message is one
-line naming the source, the key path and what is allowed, e.g.
-``params.yaml: search.simulations: must be >= 1 (got 0)``.
+Builds on `tabula.config.models` (imports point one way: models <- io); the package
+`tabula.config` re-exports the public names of both, so callers import from `tabula.config`.
+Every failure is a `ConfigError` whose message is one line naming the source, the key path and
+what is allowed, e.g. ``params.yaml: search.simulations: must be >= 1 (got 0)``.
 This module reads one file (the YAML it is given) and does nothing at import time.
 """
 
@@ -14,26 +14,28 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-if TYPE_CHECKING:
-    from tabula.config import Config
+from tabula.config.models import Config
+
+__all__ = [
+    "ConfigError",
+    "Scalar",
+    "apply_overrides",
+    "config_to_flat_dict",
+    "dump_config",
+    "load_config",
+    "parse_config",
+]
 
 Scalar = str | int | float | bool | None
 
 
 class ConfigError(ValueError):
     """A bad config file, value or override; ``str(e)`` is one line naming the key."""
-
-
-def _config_model() -> type[Config]:
-    # Imported on use: tabula.config imports this module for its re-exports.
-    from tabula.config import Config
-
-    return Config
 
 
 # --- YAML ------------------------------------------------------------------------------------
@@ -91,7 +93,7 @@ def _one_line(message: str) -> str:
 
 def _model_at(path: Sequence[Any]) -> type[BaseModel] | None:
     """The model class at a key path from Config, or None if the path is not a section."""
-    model: type[BaseModel] = _config_model()
+    model: type[BaseModel] = Config
     for part in path:
         field = model.model_fields.get(part) if isinstance(part, str) else None
         annotation = field.annotation if field is not None else None
@@ -113,7 +115,7 @@ def _parse_override(raw: str) -> tuple[tuple[str, ...], Any]:
     parts = tuple(key.split("."))
     if not all(parts):
         raise ConfigError(f"override {raw!r}: empty key part in {key!r}")
-    annotation: Any = _config_model()
+    annotation: Any = Config
     for i, part in enumerate(parts):
         model = _model_at(parts[:i])
         if model is None:
@@ -203,7 +205,6 @@ def _describe(error: Any) -> str:
 
 
 def _validate(data: Any, label: str, overrides: Sequence[str]) -> Config:
-    Config = _config_model()
     if not isinstance(data, dict):
         got = "an empty file" if data is None else f"a {type(data).__name__}"
         raise ConfigError(
@@ -245,7 +246,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     """
     if path is None:
         overrides = [overrides] if isinstance(overrides, str) else list(overrides)
-        data = apply_overrides(_config_model()().model_dump(), overrides)
+        data = apply_overrides(Config().model_dump(), overrides)
         return _validate(data, "<default>", overrides)
     label = str(path)
     try:
