@@ -16,7 +16,8 @@ that is not b/black/w/white, a token that is not a vertex/int/float); ``illegal 
 (occupied, suicide, positional superko, or a well-formed vertex off this board);
 ``unacceptable size`` (boardsize outside 5..19); ``cannot undo`` (no move to take back).
 
-Moves come from a pluggable `Player` (the network player implements the same Protocol).
+Moves come from a pluggable `Player`: `tabula.players.RandomPlayer`, the network players of
+`model.players` and the GTP engines of `tasks.engines` implement it.
 Vertices are GTP coordinates (A..T without I, row 1 at the bottom, see `tabula.go.coords`).
 """
 
@@ -50,7 +51,7 @@ _INT_CAP = 10**18  # longer integers saturate (never hand huge digit strings to 
 
 
 class Player(Protocol):
-    """A move source: the random player here, the network player later."""
+    """A move source (`tabula.players.RandomPlayer`, the network and engine players)."""
 
     def genmove(self, game: Game, color: int) -> int:
         """Return a flat move for `color` (+1 black, -1 white) in `game`.
@@ -61,45 +62,6 @@ class Player(Protocol):
         for `color`.
         """
         ...
-
-
-def own_eyes(board: np.ndarray, color: int) -> np.ndarray:
-    """Single-point eyes of `color`: empty points whose on-board neighbours are all `color`.
-
-    board: int8[N, N] (+1 black, -1 white, 0 empty). Returns bool[N, N]. The board edge
-    counts as `color`, so a corner needs two stones. Diagonals are not looked at.
-    """
-    padded = np.pad(board, 1, constant_values=color)
-    surrounded = (
-        (padded[:-2, 1:-1] == color)
-        & (padded[2:, 1:-1] == color)
-        & (padded[1:-1, :-2] == color)
-        & (padded[1:-1, 2:] == color)
-    )
-    return (board == 0) & surrounded
-
-
-class RandomPlayer:
-    """Uniform among legal moves, except moves that fill a single-point eye of its own colour.
-
-    Excluding own-eye fills is what makes random games end (two passes) instead of running
-    to the move limit: it passes when nothing else is left, and never resigns.
-    """
-
-    def __init__(self, seed: int | None = 0) -> None:
-        self._rng = np.random.default_rng(seed)
-
-    def genmove(self, game: Game, color: int) -> int:
-        M = game.size * game.size
-        if color == game.to_play:
-            legal = np.asarray(game.legal_mask(), dtype=bool)[:M].copy()
-        else:
-            legal = np.array([game.is_legal(m, color) for m in range(M)], dtype=bool)
-        legal &= ~own_eyes(game.board, color).reshape(M)
-        candidates = np.flatnonzero(legal)
-        if candidates.size == 0:
-            return M
-        return int(self._rng.choice(candidates))
 
 
 class _GtpFailure(Exception):

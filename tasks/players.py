@@ -3,7 +3,7 @@
 One spec string names a player everywhere (CLI, config, pipeline)::
 
     random                 uniform among legal moves, never filling its own single-point eyes
-                           (`tabula.gtp.RandomPlayer`)
+                           (`tabula.players.RandomPlayer`)
     raw:PATH               the raw network: argmax of p over legal moves, no search (the
                            paper's "raw network" player)
     mcts:PATH[@SIMS]       network + MCTS, tau -> 0, no Dirichlet noise; SIMS simulations per
@@ -42,8 +42,8 @@ import numpy as np
 from tabula.arena import Failure, MoveRequest, SequentialPlayer
 from tabula.config import Config
 from tabula.go.game import Game
-from tabula.gtp import RandomPlayer
 from tabula.mcts import BatchedMCTS, Evaluate, SearchError, SearchParams
+from tabula.players import RandomPlayer
 from tasks.gtp_engine import (
     GAME_DIRS,
     GTP_CONCURRENCY,

@@ -25,7 +25,8 @@ from tabula.arena import (
 )
 from tabula.config import Config, load_config
 from tabula.go.game import Game
-from tabula.gtp import RESIGN, RandomPlayer, own_eyes
+from tabula.gtp import RESIGN
+from tabula.players import RandomPlayer, own_eyes
 from tabula.sgf import read_sgf, replay
 from tasks.match import GATE_FILE, MatchError, run_gate, run_match, sgf_result
 from tasks.ratings import load_results

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sgfmill import sgf as sgfmill_sgf
 
 from tabula.go.game import Game
-from tabula.gtp import RandomPlayer
+from tabula.players import RandomPlayer
 from tabula.sgf import SgfError, SgfGame, game_to_sgf, read_sgf, replay, result_string
 
 

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from model.datamodule import synthetic_records
 from model.network import CheckpointError, load_checkpoint, make_network, save_checkpoint
 from model.shards import write_shard
-from tabula.gtp import GtpEngine, RandomPlayer, preprocess
+from tabula.gtp import GtpEngine, preprocess
+from tabula.players import RandomPlayer
 
 TABULA = str(Path(sys.executable).parent / "tabula")
 PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tabula.gtp import GtpEngine, RandomPlayer
+from tabula.gtp import GtpEngine
+from tabula.players import RandomPlayer
 
 COMMANDS = [
     "protocol_version", "name", "version", "known_command", "list_commands", "boardsize",

@@ -12,11 +12,14 @@ from pathlib import Path
 import pytest
 
 from tabula.go import coords
-from tabula.gtp import GtpEngine, RandomPlayer
+from tabula.gtp import GtpEngine
+from tabula.players import RandomPlayer
 
 ROOT = Path(__file__).resolve().parents[2]
 GNUGO = Path("/usr/games/gnugo")  # Debian installs it here, not on PATH
-SERVE = "from tabula.gtp import serve, RandomPlayer; serve(RandomPlayer(0))"
+SERVE = (
+    "from tabula.gtp import serve; from tabula.players import RandomPlayer; serve(RandomPlayer(0))"
+)
 
 
 class GtpPipe:

@@ -8,7 +8,8 @@ from textwrap import dedent
 import pytest
 
 from tabula.go.game import Game
-from tabula.gtp import RESIGN, GtpEngine, RandomPlayer, preprocess
+from tabula.gtp import RESIGN, GtpEngine, preprocess
+from tabula.players import RandomPlayer
 
 
 class ScriptedPlayer:

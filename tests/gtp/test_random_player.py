@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tabula.go.game import Game
-from tabula.gtp import RandomPlayer, own_eyes
+from tabula.players import RandomPlayer, own_eyes
 
 
 def board_from(rows: list[str]) -> np.ndarray:
