@@ -27,7 +27,7 @@ so a sequential test fed from the stream (the SPRT of `tabula.gating`) never see
 before long ones (a bias towards whichever player wins quickly). Closing the generator ends the
 games in progress without a result.
 
-Pure: players do their own I/O (a GTP engine runs as a subprocess in `tasks.players`).
+Pure: players do their own I/O (a GTP engine runs as a subprocess in `tasks.engines`).
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ from tabula.arena import play_match, summarize
 from tabula.config import Config, load_config
 from tabula.go.game import Game
 from tabula.gtp import GtpEngine
+from tasks.engines import GtpPlayer, engine_name
 from tasks.match import run_match
-from tasks.players import GtpPlayer, PlayerSpecError, engine_name, make_player
+from tasks.players import PlayerSpecError, make_player
 
 FAKE = Path(__file__).parent / "fake_engines" / "fake_gtp.py"
 

@@ -1,12 +1,10 @@
 """GTP engines as players: a subprocess per game, spoken to over GTP with a per-command deadline.
 
-`GtpPlayer` implements both `tabula.gtp.Player` and `tabula.arena.ArenaPlayer`; `tasks.players`
-builds one from a ``gtp:COMMAND LINE`` spec (grammar there). `resolve_command` finds the program
-(PATH, then /usr/games) and `engine_name` gives its name in the results store ("gnugo-l1").
+`GtpPlayer` implements both `tabula.gtp.Player` and `tabula.arena.ArenaPlayer`;
+`tasks.players.make_player` builds one from a ``gtp:COMMAND LINE`` spec (grammar and program
+lookup there). `engine_name` gives an engine's name in the results store ("gnugo-l1").
 
 A crash, a timeout or a garbage answer is an `EngineFailure`; the arena counts it as a forfeit.
-Bad command lines raise PlayerSpecError (a ValueError: the CLI prints one line and exits 2);
-it lives here so that this module needs nothing from `tasks.players`, which re-exports it.
 """
 
 from __future__ import annotations
@@ -14,8 +12,6 @@ from __future__ import annotations
 import os
 import re
 import select
-import shlex
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -24,36 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tabula.arena import Failure, MoveRequest
-from tabula.config import Config
 from tabula.go import coords
 from tabula.go.game import Game
 from tabula.gtp import RESIGN
 
-GAME_DIRS = ("/usr/games", "/usr/local/games")  # Debian installs gnugo and pachi here
 GTP_CONCURRENCY = 4  # engine processes per GTP player (one per game in progress)
-
-
-class PlayerSpecError(ValueError):
-    """A player spec that cannot be turned into a player; the message is one line."""
-
-
-def resolve_command(command: str) -> list[str]:
-    """argv for a GTP command line; the program is looked up on PATH, then in /usr/games."""
-    try:
-        argv = shlex.split(command)
-    except ValueError as error:
-        raise PlayerSpecError(f"player spec 'gtp:{command}': {error}") from None
-    if not argv:
-        raise PlayerSpecError("player spec 'gtp:': give the engine's command line after gtp:")
-    program = shutil.which(argv[0])
-    if program is None and os.sep not in argv[0]:
-        found = (shutil.which(argv[0], path=d) for d in GAME_DIRS)
-        program = next((p for p in found if p is not None), None)
-    if program is None:
-        raise PlayerSpecError(
-            f"player spec 'gtp:{command}': program {argv[0]!r} not found on PATH or in /usr/games"
-        )
-    return [program, *argv[1:]]
 
 
 def engine_name(argv: Sequence[str]) -> str:
@@ -201,15 +172,6 @@ class GtpPlayer:
         self.max_concurrent: int | None = max_concurrent
         self._procs: dict[int, GtpProcess] = {}
         self._colors: dict[int, int] = {}
-
-    @classmethod
-    def from_command(cls, command: str, cfg: Config) -> GtpPlayer:
-        return cls(
-            resolve_command(command),
-            cfg.rules.board_size,
-            cfg.rules.komi,
-            cfg.evaluation.match_timeout_s,
-        )
 
     # -- arena protocol ------------------------------------------------------------------
 
