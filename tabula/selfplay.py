@@ -32,7 +32,6 @@ import numpy as np
 from tabula.config import Config
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, Evaluate, SearchParams, evaluate_in_chunks
-from tabula.mcts_trees import TERMINAL
 from tabula.resign import ResignTrace
 
 
@@ -204,17 +203,18 @@ class _Loop:
         if p.v_resign is not None:  # `tabula.resign.should_resign`, for all slots at once
             allowed = np.array([not self._game(s).resign_disabled for s in done])
             resigns = allowed & (roots.value < p.v_resign) & (roots.best_value < p.v_resign)
-        colors = mcts.trees.to_play[done, 0].astype(np.int64)
+        before = mcts.games(done)
+        colors = before.to_play.astype(np.int64)
         moving = ~resigns
         movers = done[moving]
-        tau = np.where(mcts.trees.move_number[movers, 0] < p.temperature_moves, 1.0, 0.0)
+        tau = np.where(before.move_number[moving] < p.temperature_moves, 1.0, 0.0)
         move = np.full(len(done), -1, dtype=np.int64)  # per slot of done; -1: resigned
         move[moving] = mcts.choose_moves(movers, tau, roots.visits[moving])
         pi = (roots.visits / np.maximum(roots.visits.sum(axis=1, keepdims=True), 1)).astype(
             np.float32
         )
         mcts.play_many(movers, move[moving])
-        ended = moving & (mcts.trees.state[done, 0] == TERMINAL)
+        ended = moving & mcts.games(done).over
         mcts.start(done[moving & ~ended])
         for i, s in enumerate(done.tolist()):
             game, color = self._game(s), int(colors[i])

@@ -14,7 +14,7 @@ from tabula.go.board import area_score, rules_context
 from tabula.go.coords import from_gtp
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, SearchParams
-from tabula.mcts_trees import EXPANDED, TERMINAL, UNEXPANDED
+from tabula.mcts.trees import EXPANDED, TERMINAL, UNEXPANDED
 
 
 def game_from_diagram(text: str, to_play: int = 1, komi: float = 0.5) -> Game:

@@ -12,7 +12,7 @@ from mcts_helpers import hashed, searched
 
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, SearchError, SearchParams
-from tabula.mcts_trees import KEPT
+from tabula.mcts.trees import KEPT
 
 
 def searched_slots(games: int = 4, size: int = 7, seed: int = 0) -> BatchedMCTS:

@@ -1,4 +1,4 @@
-"""The search kernels' per-game random streams (`tabula.mcts_random`) and the root noise drawn
+"""The search kernels' per-game random streams (`tabula.mcts.random`) and the root noise drawn
 from them: the right distributions (Kolmogorov-Smirnov tests against scipy, fixed seeds, so a
 failure is a real change), and streams that do not depend on each other."""
 
@@ -11,8 +11,8 @@ from scipy import stats
 
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, SearchParams
-from tabula.mcts_kernels import add_root_noise
-from tabula.mcts_random import gamma, normal, uniform
+from tabula.mcts.kernels import add_root_noise
+from tabula.mcts.random import gamma, normal, uniform
 
 KINDS = {"uniform": 0, "normal": 1, "gamma": 2}
 

@@ -18,7 +18,7 @@ from mcts_helpers import (
 from tabula.features import apply_planes
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, SearchError, SearchParams
-from tabula.mcts_trees import TERMINAL
+from tabula.mcts.trees import TERMINAL
 
 # Black to play: the white group in the corner (B5, A4, B4) is in atari at A5; capturing it
 # turns the board black's, while elsewhere white's area wins.

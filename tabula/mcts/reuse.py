@@ -2,7 +2,7 @@
 the new root node; the subtree below this child is retained along with all its statistics").
 
 `advance_root` plays the move on a tree's root board and keeps the played child's subtree,
-compacted to the front of the node arrays in creation order (see `tabula.mcts_kernels`).
+compacted to the front of the node arrays in creation order (see `tabula.mcts.kernels`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from numba import njit
 
 from tabula.go.board import play_move
 from tabula.go.hashset import hashset_insert
-from tabula.mcts_kernels import init_root
-from tabula.mcts_trees import DROPPED, EXPANDED, FRESH, HISTORY, KEPT
+from tabula.mcts.kernels import init_root
+from tabula.mcts.trees import DROPPED, EXPANDED, FRESH, HISTORY, KEPT
 
 
 @njit(cache=True, nogil=True)

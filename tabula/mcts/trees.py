@@ -1,7 +1,7 @@
 """The arrays of the batched MCTS trees and of the leaves waiting for the network.
 
-`tabula.mcts_kernels` documents the layout (a leading game axis, statistics on the child node
-of each edge) and searches these arrays; `tabula.mcts_reuse` re-roots them after a move.
+`tabula.mcts.kernels` documents the layout (a leading game axis, statistics on the child node
+of each edge) and searches these arrays; `tabula.mcts.reuse` re-roots them after a move.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class Trees(NamedTuple):
     Per game, [G]: size (nodes in use), done / inflight / target (simulations finished,
     waiting for the network, and wanted in this search), noise_pending (int8: the root gets
     its Dirichlet noise once it has been evaluated), sym_state and rand_state (the game's
-    `tabula.mcts_random` streams: dihedral transforms; root noise and move choice).
+    `tabula.mcts.random` streams: dihedral transforms; root noise and move choice).
     history: int8[G, 8, M], the real game's boards, most recent (= the root board) first,
     zeros before the start. game_set: uint64[G, S], the hash set of every position of the
     real game (`tabula.go.hashset`).

@@ -1,9 +1,9 @@
-"""Batched Monte Carlo tree search (Silver et al. 2017, Methods "Search algorithm").
+"""`BatchedMCTS`: the search over many game slots (Silver et al. 2017, Methods "Search algorithm").
 
 One `BatchedMCTS` holds a tree per game slot; a search step selects up to
 ``leaves_per_game`` leaves in every game (kept apart by virtual loss), evaluates all of them
 in one network call, then expands them and backs their values up. The tree and rules work is
-in numba (`tabula.mcts_kernels`), so the network dominates the cost.
+in numba (`tabula.mcts.kernels`), so the network dominates the cost.
 
 The search, exactly as the paper states it:
 
@@ -28,7 +28,7 @@ children's N sum to the kept subtree's visits plus ``simulations``. A fresh root
 evaluation comes first and is not a simulation (as in mctx).
 
 Randomness comes only from the ``np.random.Generator`` given to `BatchedMCTS.reset` for each
-slot: it seeds the slot's two streams in the kernels (`tabula.mcts_random`), one for the
+slot: it seeds the slot's two streams in the kernels (`tabula.mcts.random`), one for the
 dihedral transforms, one for root noise, move sampling and tie breaks. The evaluator is
 called with ``rng=None`` (the search applies the transforms itself).
 
@@ -48,9 +48,9 @@ from tabula.features import NUM_PLANES, symmetry_permutations
 from tabula.go.board import EMPTY_HASH, REASONS, area_score, rules_context
 from tabula.go.game import Game
 from tabula.go.hashset import hashset_insert, hashset_new
-from tabula.mcts_kernels import expand_and_backup, gather, init_root, undo_collisions
-from tabula.mcts_moves import choose_moves, play_moves, root_stats, start_searches
-from tabula.mcts_trees import DROPPED, KEPT, TERMINAL, UNEXPANDED, Leaves, new_trees
+from tabula.mcts.kernels import expand_and_backup, gather, init_root, undo_collisions
+from tabula.mcts.moves import choose_moves, play_moves, root_stats, start_searches
+from tabula.mcts.trees import DROPPED, KEPT, TERMINAL, UNEXPANDED, Leaves, new_trees
 
 Evaluate = Callable[[np.ndarray, np.random.Generator | None], tuple[np.ndarray, np.ndarray]]
 """``(planes uint8[B, 17, N, N], rng) -> (priors float32[B, M+1], values float32[B])``:
@@ -101,6 +101,22 @@ class SearchParams:
 
 
 @dataclass(frozen=True)
+class Games:
+    """The real games in a search's slots (`BatchedMCTS.games`): a read-only snapshot, row i
+    for the i-th slot asked.
+
+    to_play: int8[k], the side to move (+1 black, -1 white); move_number: int16[k], moves
+    played so far; passes: int8[k], consecutive passes just played; over: bool[k], the game
+    has ended (two passes in a row or 2 N^2 moves; resignation is the caller's business).
+    """
+
+    to_play: np.ndarray
+    move_number: np.ndarray
+    passes: np.ndarray
+    over: np.ndarray
+
+
+@dataclass(frozen=True)
 class RootStats:
     """The root after a search. visits: int32[M+1], N(root, a) per move. value: W/N of the
     root, from the side to move, in [-1, 1]. best_move: the most visited move (lowest index
@@ -135,6 +151,9 @@ class BatchedMCTS:
 
     Counters: ``simulations`` (visits below roots), ``evaluations`` (network positions),
     ``reused`` / ``dropped`` (moves whose subtree was kept / too big to keep).
+
+    Callers read the games through `games` and the roots through `roots`; the tree arrays
+    (``trees``, `tabula.mcts.trees.Trees`) belong to the kernels and the package's tests.
     """
 
     def __init__(
@@ -195,6 +214,20 @@ class BatchedMCTS:
         t.sym_state[slot], t.rand_state[slot] = rng.integers(0, 2**63, size=2, dtype=np.uint64)
         self.rngs[slot] = rng
 
+    def games(self, slots: Sequence[int] | np.ndarray | None = None) -> Games:
+        """The real games of ``slots`` (default: every slot) as they stand now."""
+        t = self.trees
+        rows = np.arange(self.n_games) if slots is None else np.asarray(slots, dtype=np.int64)
+        snapshot = Games(
+            to_play=t.to_play[rows, 0],
+            move_number=t.move_number[rows, 0],
+            passes=t.passes[rows, 0],
+            over=t.state[rows, 0] == TERMINAL,
+        )
+        for array in (snapshot.to_play, snapshot.move_number, snapshot.passes, snapshot.over):
+            array.flags.writeable = False
+        return snapshot
+
     def move_number(self, slot: int) -> int:
         return int(self.trees.move_number[slot, 0])
 
@@ -224,7 +257,7 @@ class BatchedMCTS:
     def play_many(self, slots: Sequence[int] | np.ndarray, moves: Sequence[int] | np.ndarray
                   ) -> np.ndarray:  # fmt: skip
         """`play` in each slot (``moves[i]`` in ``slots[i]``): all or, on an error, none.
-        Returns each tree's outcome: FRESH, KEPT or DROPPED (`tabula.mcts_trees`)."""
+        Returns each tree's outcome: FRESH, KEPT or DROPPED (`tabula.mcts.trees`)."""
         t, ctx = self.trees, self.ctx
         slots = np.asarray(slots, dtype=np.int64)
         moves = np.asarray(moves, dtype=np.int64)

@@ -4,7 +4,7 @@ Trees are structs of arrays with a leading game axis ``g`` (one tree per game sl
 axis ``n`` (``capacity`` nodes per game). Node 0 is always the root. Nodes are allocated in
 creation order, so a parent's index is always below its children's; re-rooting keeps the
 played child's subtree and compacts it to the front in the same order
-(`tabula.mcts_reuse.advance_root`). The arrays themselves are defined in `tabula.mcts_trees`.
+(`tabula.mcts.reuse.advance_root`). The arrays themselves are defined in `tabula.mcts.trees`.
 
 Statistics live on the child node of each edge: ``N[g, c]`` and ``W[g, c]`` are the paper's
 N(s, a) and W(s, a) for the edge (s, a) that leads to ``c``, with W summed from the view of
@@ -32,8 +32,8 @@ from numba import njit
 
 from tabula.features import fill_planes
 from tabula.go.board import area_score, legal_mask, play_move
-from tabula.mcts_random import gamma, next_u64
-from tabula.mcts_trees import EXPANDED, FULL, HISTORY, TERMINAL, UNEXPANDED
+from tabula.mcts.random import gamma, next_u64
+from tabula.mcts.trees import EXPANDED, FULL, HISTORY, TERMINAL, UNEXPANDED
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -3,8 +3,8 @@ slots in one call (`tabula.mcts.BatchedMCTS` is the Python face).
 
 After a search: `root_stats` reads each root's visit counts and values, `choose_moves` picks
 the moves (pi proportional to N^(1/tau), sampled from the game's ``rand_state`` stream,
-`tabula.mcts_random`), `play_moves` plays them and re-roots the trees
-(`tabula.mcts_reuse.advance_root`), and `start_searches` sets up the next searches with fresh
+`tabula.mcts.random`), `play_moves` plays them and re-roots the trees
+(`tabula.mcts.reuse.advance_root`), and `start_searches` sets up the next searches with fresh
 root noise. Doing this in numba over all slots that finished a search, rather than a few numpy
 calls per slot in Python, keeps the per-move cost a small part of a move's network time on
 small boards at few simulations (the self-play issue's (b)/(a) goal).
@@ -16,17 +16,17 @@ import numpy as np
 from numba import njit
 
 from tabula.go.board import LEGAL, move_status
-from tabula.mcts_kernels import add_root_noise
-from tabula.mcts_random import uniform
-from tabula.mcts_reuse import advance_root
-from tabula.mcts_trees import EXPANDED, TERMINAL
+from tabula.mcts.kernels import add_root_noise
+from tabula.mcts.random import uniform
+from tabula.mcts.reuse import advance_root
+from tabula.mcts.trees import EXPANDED, TERMINAL
 
 
 @njit(cache=True, nogil=True)
 def start_searches(t, slots, simulations, noise, alpha, eps) -> None:
     """Begin a search of ``simulations`` new visits at each slot's root (none if the game is
     over). With ``noise``, the root gets Dir(alpha) noise now if it is expanded, else once
-    its evaluation comes back (`tabula.mcts_kernels.expand_and_backup`)."""
+    its evaluation comes back (`tabula.mcts.kernels.expand_and_backup`)."""
     for g in slots:
         t.done[g] = 0
         t.noise_pending[g] = 0

@@ -1,0 +1,33 @@
+"""Batched Monte Carlo tree search (Silver et al. 2017, Methods "Search algorithm").
+
+The public face is `BatchedMCTS` (`tabula.mcts.search` explains the search); the rest of the
+package is its numba side:
+
+- ``trees``: the struct-of-arrays trees and the leaf buffers;
+- ``kernels``: selection, expansion and backup;
+- ``moves``: the per-move work between searches (root statistics, move choice, play);
+- ``reuse``: re-rooting a tree at the played child;
+- ``random``: the per-game SplitMix64 streams.
+"""
+
+from tabula.mcts.search import (
+    BatchedMCTS,
+    Evaluate,
+    Games,
+    Roots,
+    RootStats,
+    SearchError,
+    SearchParams,
+    evaluate_in_chunks,
+)
+
+__all__ = [
+    "BatchedMCTS",
+    "Evaluate",
+    "Games",
+    "RootStats",
+    "Roots",
+    "SearchError",
+    "SearchParams",
+    "evaluate_in_chunks",
+]
