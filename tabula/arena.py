@@ -2,10 +2,12 @@
 
 The arena is the referee. It owns one `Game` per game in progress, asks each player for moves
 in batches (one call per player per round, covering every game where that player is to move),
-checks every answer against our rules, and ends each game with a recorded reason:
+checks every answer against our rules, and ends each game with an `EndReason` and, for
+forfeits and aborts, a one-line detail. Its record text (`GameOutcome.reason`, the results
+store's ``reason`` column and the SGF comment) is the reason, then ": WHY" for those two:
 
 ========================  =============================================================
-reason                    meaning (winner)
+record text               meaning (winner)
 ========================  =============================================================
 ``score``                 two passes in a row or the 2·N² move limit; Tromp-Taylor area
                           score with komi (winner by sign of ``score``, 0 = jigo)
@@ -34,33 +36,50 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import NamedTuple, Protocol
 
 import numpy as np
 
 from tabula.go import coords
 from tabula.go.game import Game
-from tabula.gtp import RESIGN, Player
+from tabula.gtp import RESIGN
 
 
 class ArenaError(ValueError):
     """A match that cannot be set up (no games, a player against itself, ...)."""
 
 
+class EndReason(StrEnum):
+    """How a game ended (table in the module docstring); the value is the record's first word."""
+
+    SCORE = "score"
+    RESIGN = "resign"
+    FORFEIT = "forfeit"
+    ABORT = "abort"
+
+
+class FailureKind(StrEnum):
+    """What a player's failure does to its game: FORFEIT (the player loses), ABORT (no result)."""
+
+    FORFEIT = "forfeit"
+    ABORT = "abort"
+
+
 @dataclass(frozen=True)
 class Failure:
     """A player could not answer for one game: it forfeits, or the game is aborted.
 
-    kind: "forfeit" (the player loses) or "abort" (no result). reason: one line, e.g.
-    "engine crashed (exit code -9)".
+    reason: one line, e.g. "engine crashed (exit code -9)".
     """
 
-    kind: str
+    kind: FailureKind
     reason: str
 
     def __post_init__(self) -> None:
-        if self.kind not in ("forfeit", "abort"):
+        if self.kind not in tuple(FailureKind):
             raise ArenaError(f"a failure is 'forfeit' or 'abort', got {self.kind!r}")
+        object.__setattr__(self, "kind", FailureKind(self.kind))  # "forfeit" -> the member
 
 
 class MoveRequest(NamedTuple):
@@ -101,34 +120,6 @@ class ArenaPlayer(Protocol):
         ...
 
 
-class SequentialPlayer:
-    """Adapts a one-game `tabula.gtp.Player` (``genmove(game, color)``) to the arena.
-
-    It answers the games of a batch one after another; it keeps no per-game state. It is
-    still a `tabula.gtp.Player` itself (``genmove`` is passed through), for the GTP server.
-    """
-
-    def __init__(self, player: Player, name: str, max_concurrent: int | None = None) -> None:
-        self.player = player
-        self.name = name
-        self.max_concurrent = max_concurrent
-
-    def start_game(self, slot: int, game: Game, color: int) -> Failure | None:
-        return None
-
-    def genmoves(self, requests: Sequence[MoveRequest]) -> list[int | Failure]:
-        return [int(self.player.genmove(r.game.copy(), r.color)) for r in requests]
-
-    def genmove(self, game: Game, color: int) -> int:
-        return self.player.genmove(game, color)
-
-    def observe(self, slot: int, color: int, move: int) -> Failure | None:
-        return None
-
-    def end_game(self, slot: int) -> None:
-        return None
-
-
 @dataclass(frozen=True)
 class GameOutcome:
     """One finished (or aborted) game of a match.
@@ -136,8 +127,8 @@ class GameOutcome:
     index: game number in the match (0-based); first_color: the colour the match's first
     player (the candidate in gating) had: +1 when index is even if colours alternate.
     winner: +1 Black, -1 White, 0 jigo, None for an aborted game (no result).
-    reason: "score", "resign", "forfeit: ...", "abort: ..." (see the module docstring).
-    score: Tromp-Taylor ``black area - white area - komi`` when reason is "score", else None.
+    end: how the game ended; detail: why, for FORFEIT and ABORT (else "").
+    score: Tromp-Taylor ``black area - white area - komi`` when end is SCORE, else None.
     moves: ((colour, flat move), ...) as played (pass = N*N); an illegal move is not in it.
     duplicate_of: index of the earliest earlier game with the same move sequence, or None.
     """
@@ -149,10 +140,18 @@ class GameOutcome:
     komi: float
     first_color: int
     winner: int | None
-    reason: str
+    end: EndReason
+    detail: str
     score: float | None
     moves: tuple[tuple[int, int], ...]
     duplicate_of: int | None = None
+
+    @property
+    def reason(self) -> str:
+        """The record text: "score", "resign", "forfeit: WHY" or "abort: WHY"."""
+        if self.end in (EndReason.FORFEIT, EndReason.ABORT):
+            return f"{self.end}: {self.detail}"
+        return str(self.end)
 
     @property
     def first_result(self) -> float | None:
@@ -176,20 +175,23 @@ class _Live:
     players: dict[int, ArenaPlayer]
     first_color: int
     winner: int | None = None
-    reason: str = ""
+    end: EndReason = EndReason.SCORE
+    detail: str = ""
     score: float | None = None
     done: bool = False
     moves: list[tuple[int, int]] = field(default_factory=list)
 
-    def finish(self, winner: int | None, reason: str, score: float | None = None) -> None:
-        self.winner, self.reason, self.score, self.done = winner, reason, score, True
+    def finish(
+        self, winner: int | None, end: EndReason, score: float | None = None, detail: str = ""
+    ) -> None:
+        self.winner, self.end, self.score, self.detail, self.done = winner, end, score, detail, True
 
     def fail(self, color: int, failure: Failure) -> None:
         """`color`'s player failed: it forfeits (the opponent wins) or the game is void."""
-        if failure.kind == "forfeit":
-            self.finish(-color, f"forfeit: {failure.reason}")
+        if failure.kind is FailureKind.FORFEIT:
+            self.finish(-color, EndReason.FORFEIT, detail=failure.reason)
         else:
-            self.finish(None, f"abort: {failure.reason}")
+            self.finish(None, EndReason.ABORT, detail=failure.reason)
 
 
 def move_name(move: object, size: int) -> str:
@@ -209,11 +211,12 @@ def apply_answer(live: _Live, color: int, answer: int | Failure) -> None:
         return
     valid = isinstance(answer, int | np.integer) and not isinstance(answer, bool)
     if valid and int(answer) == RESIGN:
-        live.finish(-color, "resign")
+        live.finish(-color, EndReason.RESIGN)
         return
     M = game.size * game.size
     if not valid or not 0 <= int(answer) <= M or not game.is_legal(int(answer), color):
-        live.fail(color, Failure("forfeit", f"illegal move {move_name(answer, game.size)}"))
+        illegal = f"illegal move {move_name(answer, game.size)}"
+        live.fail(color, Failure(FailureKind.FORFEIT, illegal))
         return
     move = int(answer)
     game.play(move, color)
@@ -225,7 +228,7 @@ def apply_answer(live: _Live, color: int, answer: int | Failure) -> None:
             return
     if game.is_over():
         score = float(game.score())
-        live.finish(int(np.sign(score)), "score", score)
+        live.finish(int(np.sign(score)), EndReason.SCORE, score)
 
 
 def _round(first: ArenaPlayer, second: ArenaPlayer, live: Sequence[_Live]) -> None:
@@ -333,7 +336,8 @@ def _outcome(live: _Live, seen: dict[tuple[int, ...], int]) -> GameOutcome:
         komi=live.game.komi,
         first_color=live.first_color,
         winner=live.winner,
-        reason=live.reason,
+        end=live.end,
+        detail=live.detail,
         score=live.score,
         moves=tuple(live.moves),
         duplicate_of=None if duplicate_of == live.index else duplicate_of,
@@ -380,8 +384,8 @@ def summarize(outcomes: Sequence[GameOutcome], first: str, second: str) -> Match
         losses=sum(r == 0.0 for r in results),
         draws=sum(r == 0.5 for r in results),
         aborts=sum(r is None for r in results),
-        forfeits=sum(o.reason.startswith("forfeit") for o in outcomes),
-        resignations=sum(o.reason == "resign" for o in outcomes),
+        forfeits=sum(o.end is EndReason.FORFEIT for o in outcomes),
+        resignations=sum(o.end is EndReason.RESIGN for o in outcomes),
         wins_as_black=sum(o.first_result == 1.0 and o.first_color == 1 for o in outcomes),
         wins_as_white=sum(o.first_result == 1.0 and o.first_color == -1 for o in outcomes),
         duplicates=sum(o.duplicate_of is not None for o in outcomes),

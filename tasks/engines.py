@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from tabula.arena import Failure, MoveRequest
+from tabula.arena import Failure, FailureKind, MoveRequest
 from tabula.go import coords
 from tabula.go.game import Game
 from tabula.gtp import RESIGN
@@ -184,14 +184,14 @@ class GtpPlayer:
             for command in (f"boardsize {game.size}", f"komi {game.komi:g}", "clear_board"):
                 ok, text = proc.send(command)
                 if not ok:
-                    return Failure("abort", f"engine refused '{command}': {text}")
+                    return Failure(FailureKind.ABORT, f"engine refused '{command}': {text}")
             for color_played, move in game.history:  # normally none: games start empty
                 ok, text = proc.send(f"play {_colour(color_played)} {_vertex(move, game.size)}")
                 if not ok:
-                    return Failure("abort", f"engine refused setup move: {text}")
+                    return Failure(FailureKind.ABORT, f"engine refused setup move: {text}")
         except EngineFailure as failure:
             self._discard(slot)
-            return Failure("forfeit", f"engine failed to start: {failure}")
+            return Failure(FailureKind.FORFEIT, f"engine failed to start: {failure}")
         return None
 
     def genmoves(self, requests: Sequence[MoveRequest]) -> list[int | Failure]:
@@ -206,9 +206,9 @@ class GtpPlayer:
             ok, text = proc.send(f"play {_colour(color)} {vertex}")
         except EngineFailure as failure:
             self._discard(slot)
-            return Failure("forfeit", str(failure))
+            return Failure(FailureKind.FORFEIT, str(failure))
         if not ok:
-            return Failure("abort", f"engine refused legal move {vertex}: {text}")
+            return Failure(FailureKind.ABORT, f"engine refused legal move {vertex}: {text}")
         return None
 
     def end_game(self, slot: int) -> None:
@@ -224,14 +224,14 @@ class GtpPlayer:
     def _genmove_slot(self, slot: int, color: int) -> int | Failure:
         proc = self._procs.get(slot)
         if proc is None:
-            return Failure("forfeit", "engine is not running")
+            return Failure(FailureKind.FORFEIT, "engine is not running")
         try:
             ok, text = proc.send(f"genmove {_colour(color)}")
         except EngineFailure as failure:
             self._discard(slot)
-            return Failure("forfeit", str(failure))
+            return Failure(FailureKind.FORFEIT, str(failure))
         if not ok:
-            return Failure("forfeit", f"genmove failed: {text}")
+            return Failure(FailureKind.FORFEIT, f"genmove failed: {text}")
         answer = text.strip().lower()
         if answer == "resign":
             return RESIGN
@@ -240,9 +240,9 @@ class GtpPlayer:
         except ValueError:
             pass
         if re.fullmatch(r"[a-hj-z][0-9]{1,2}", answer):  # a vertex, but off this board
-            return Failure("forfeit", f"illegal move {answer.upper()}")
+            return Failure(FailureKind.FORFEIT, f"illegal move {answer.upper()}")
         self._discard(slot)  # its state is unknown now
-        return Failure("forfeit", f"garbage answer to genmove: {text[:60]!r}")
+        return Failure(FailureKind.FORFEIT, f"garbage answer to genmove: {text[:60]!r}")
 
     def _discard(self, slot: int) -> None:
         proc = self._procs.pop(slot, None)

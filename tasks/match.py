@@ -31,7 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from tabula.arena import ArenaError, GameOutcome, MatchSummary, play_match, summarize
+from tabula.arena import (
+    ArenaError,
+    EndReason,
+    GameOutcome,
+    MatchSummary,
+    play_match,
+    summarize,
+)
 from tabula.config import Config
 from tabula.gating import Gate, GateConfig, GateDecision
 from tabula.sgf import game_to_sgf, result_string
@@ -103,9 +110,9 @@ def sgf_result(outcome: GameOutcome) -> str:
     """The SGF RE value of an outcome (forfeits as "B+F"/"W+F", aborts as "Void")."""
     if outcome.winner is None:
         return "Void"
-    if outcome.reason == "resign":
+    if outcome.end is EndReason.RESIGN:
         return result_string(None, outcome.winner, resigned=True)
-    if outcome.reason.startswith("forfeit") and outcome.winner != 0:
+    if outcome.end is EndReason.FORFEIT and outcome.winner != 0:
         return f"{_COLOUR_LETTER[outcome.winner]}+F"
     return result_string(outcome.score, outcome.winner)
 
@@ -125,7 +132,7 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 def write_sgf(outcome: GameOutcome, sgf_dir: Path, match_id: str) -> Path:
     """Save one game as ``<sgf_dir>/<match_id>-<index>.sgf`` (atomically); returns the path."""
-    comments = {} if outcome.reason == "score" else {0: outcome.reason}
+    comments = {} if outcome.end is EndReason.SCORE else {0: outcome.reason}
     data = game_to_sgf(
         outcome.size,
         outcome.komi,

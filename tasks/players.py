@@ -25,7 +25,7 @@ the program name plus its level ("gnugo-l1"); for checkpoints the metadata's mod
 file's stem, with ":raw" for the raw network and "@SIMS" when the simulations differ from
 evaluation.simulations. Every player implements both `tabula.gtp.Player` (``genmove(game,
 color)``, for the GTP server) and `tabula.arena.ArenaPlayer` (batched, per-slot games): the
-random player is `tabula.players.RandomPlayer` in a `tabula.arena.SequentialPlayer`, network
+random player is `tabula.players.RandomPlayer` in a `tabula.players.SequentialPlayer`, network
 players come from `model.players`, GTP engines from `tasks.engines`.
 
 Bad specs raise PlayerSpecError (a ValueError: the CLI prints one line and exits 2).
@@ -42,9 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from model.players import network_player
-from tabula.arena import SequentialPlayer
 from tabula.config import Config
-from tabula.players import RandomPlayer
+from tabula.players import RandomPlayer, SequentialPlayer
 from tasks.engines import GtpPlayer
 
 GAME_DIRS = ("/usr/games", "/usr/local/games")  # Debian installs gnugo and pachi here

@@ -17,16 +17,17 @@ import pytest
 
 from tabula.arena import (
     ArenaError,
+    EndReason,
     Failure,
+    FailureKind,
     MoveRequest,
-    SequentialPlayer,
     play_match,
     summarize,
 )
 from tabula.config import Config, load_config
 from tabula.go.game import Game
 from tabula.gtp import RESIGN
-from tabula.players import RandomPlayer, own_eyes
+from tabula.players import RandomPlayer, SequentialPlayer, own_eyes
 from tabula.sgf import read_sgf, replay
 from tasks.match import GATE_FILE, MatchError, run_gate, run_match, sgf_result
 from tasks.ratings import load_results
@@ -162,10 +163,13 @@ def test_random_players_never_repeat_a_game() -> None:
         ("E5", "forfeit: illegal move 'E5'"),
         (RESIGN, "resign"),
         (
-            Failure("forfeit", "engine crashed (exit code 3)"),
+            Failure(FailureKind.FORFEIT, "engine crashed (exit code 3)"),
             "forfeit: engine crashed (exit code 3)",
         ),
-        (Failure("abort", "engine refused legal move C3"), "abort: engine refused legal move C3"),
+        (
+            Failure(FailureKind.ABORT, "engine refused legal move C3"),
+            "abort: engine refused legal move C3",
+        ),
     ],
 )
 def test_the_referee_ends_a_game_on_a_bad_answer(answer: object, reason: str | None) -> None:
@@ -175,9 +179,10 @@ def test_the_referee_ends_a_game_on_a_bad_answer(answer: object, reason: str | N
     outcomes = list(play_match(Scripted("plain", {}), second, 1, 5, 0.5))
     o = outcomes[0]
     if reason is None:
-        assert o.reason == "score"
+        assert (o.end, o.detail, o.reason) == (EndReason.SCORE, "", "score")
         return
-    assert o.reason == reason
+    assert o.reason == reason  # the record text of the results store and the SGF comment
+    assert o.end == reason.split(":")[0] and o.reason.endswith(o.detail)
     assert len(o.moves) == 1  # the bad answer was not played
     if reason.startswith("abort"):
         assert o.winner is None and o.first_result is None
@@ -186,7 +191,7 @@ def test_the_referee_ends_a_game_on_a_bad_answer(answer: object, reason: str | N
 
 
 def test_a_failed_game_does_not_stop_the_match() -> None:
-    boom = Failure("forfeit", "boom")
+    boom = Failure(FailureKind.FORFEIT, "boom")
     second = Scripted("scripted", {2: boom, 3: boom})  # its 2nd move, as Black or White
     outcomes = list(play_match(Scripted("plain", {}), second, 4, 5, 0.5, concurrent=2))
     assert [o.reason for o in outcomes] == ["forfeit: boom"] * 4
@@ -204,6 +209,12 @@ def test_closing_the_stream_ends_the_games_in_progress() -> None:
     assert sorted(second.started) == sorted(second.ended)
 
 
+def test_a_failure_kind_is_forfeit_or_abort() -> None:
+    assert Failure("forfeit", "x").kind is FailureKind.FORFEIT  # the record's text reads back
+    with pytest.raises(ArenaError, match="'forfeit' or 'abort'"):
+        Failure("resign", "x")
+
+
 def test_bad_match_arguments_are_refused() -> None:
     a = random_player("a", 0)
     with pytest.raises(ArenaError, match="at least 1 game"):
@@ -217,8 +228,8 @@ def test_sgf_results() -> None:
     assert sgf_result(outcomes[0]) == "B+R"
     outcomes = list(play_match(Scripted("a", {}), Scripted("b", {1: 0}), 1, 5, 0.5))
     assert sgf_result(outcomes[0]) == "B+F"
-    outcomes = list(play_match(Scripted("a", {}), Scripted("b", {1: Failure("abort", "x")}), 1,
-                               5, 0.5))  # fmt: skip
+    aborts = Scripted("b", {1: Failure(FailureKind.ABORT, "x")})
+    outcomes = list(play_match(Scripted("a", {}), aborts, 1, 5, 0.5))
     assert sgf_result(outcomes[0]) == "Void"
 
 
