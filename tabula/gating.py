@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from statistics import NormalDist
 from typing import Any, Protocol
 
@@ -96,18 +97,26 @@ class GateConfig:
     beta: float = 0.05
 
 
+class GateReason(StrEnum):
+    """Why a gate decided; the value is what ``gate.json`` and the CLI show."""
+
+    THRESHOLD = "threshold"  # the fixed gate played its games; the threshold decided
+    SPRT_ACCEPT_H1 = "sprt-accept-h1"  # the SPRT stopped: promote
+    SPRT_ACCEPT_H0 = "sprt-accept-h0"  # the SPRT stopped: keep the best
+    MAX_GAMES = "max-games"  # the SPRT was undecided after the maximum; the threshold decided
+
+
 @dataclass(frozen=True)
 class GateDecision:
     """The evidence and verdict of one gate.
 
-    reason: "threshold" (fixed gate), "sprt-accept-h1" / "sprt-accept-h0" (SPRT stopped),
-    "max-games" (SPRT undecided after the maximum; the threshold decided).
+    reason: why it decided (`GateReason`).
     win_rate: (wins + draws / 2) / games; [low, high]: its 95% Wilson interval.
     llr, llr_bounds: the SPRT's log-likelihood ratio and (lower, upper) bounds; None without SPRT.
     """
 
     promoted: bool
-    reason: str
+    reason: GateReason
     wins: int
     losses: int
     draws: int
@@ -119,8 +128,9 @@ class GateDecision:
     llr_bounds: tuple[float, float] | None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (the bounds become a list)."""
+        """JSON-ready dict (the reason becomes its text, the bounds a list)."""
         out = asdict(self)
+        out["reason"] = str(self.reason)
         out["llr_bounds"] = None if self.llr_bounds is None else list(self.llr_bounds)
         return out
 
@@ -163,7 +173,7 @@ class Gate:
         self._llr_win = math.log(p1 / p0)
         self._llr_loss = math.log((1.0 - p1) / (1.0 - p0))
         self.llr_bounds = (math.log(c.beta / (1.0 - c.alpha)), math.log((1.0 - c.beta) / c.alpha))
-        self._reason: str | None = None
+        self._reason: GateReason | None = None
 
     @property
     def games(self) -> int:
@@ -193,24 +203,24 @@ class Gate:
         self.llr += result * self._llr_win + (1.0 - result) * self._llr_loss
         self._reason = self._stop_reason()
 
-    def _stop_reason(self) -> str | None:
+    def _stop_reason(self) -> GateReason | None:
         if self.config.sprt:
             # Wald's rule: stop at the first crossing, in either direction.
             if self.llr >= self.llr_bounds[1]:
-                return "sprt-accept-h1"
+                return GateReason.SPRT_ACCEPT_H1
             if self.llr <= self.llr_bounds[0]:
-                return "sprt-accept-h0"
-            return "max-games" if self.games >= self.config.games else None
-        return "threshold" if self.games >= self.config.games else None
+                return GateReason.SPRT_ACCEPT_H0
+            return GateReason.MAX_GAMES if self.games >= self.config.games else None
+        return GateReason.THRESHOLD if self.games >= self.config.games else None
 
     def decision(self) -> GateDecision:
         """The verdict; GateError if the gate has not decided yet."""
         if self._reason is None:
             raise GateError(f"gate undecided after {self.games} games")
         win_rate = self.score / self.games
-        if self._reason == "sprt-accept-h1":
+        if self._reason is GateReason.SPRT_ACCEPT_H1:
             promoted = True
-        elif self._reason == "sprt-accept-h0":
+        elif self._reason is GateReason.SPRT_ACCEPT_H0:
             promoted = False
         else:
             # Strictly greater (paper: "wins by a margin of > 55%"); the correctly rounded

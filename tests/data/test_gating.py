@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tabula.gating import Gate, GateConfig, GateError, decide, win_rate_interval
+from tabula.gating import Gate, GateConfig, GateError, GateReason, decide, win_rate_interval
 
 SPRT = GateConfig(sprt=True)  # Leela Zero's numbers: elo0 0, elo1 35, alpha = beta = 0.05
 P1 = 1.0 / (1.0 + 10.0 ** (-35.0 / 400.0))  # expected score at +35 Elo
@@ -199,6 +199,7 @@ def test_decide_needs_enough_results() -> None:
 
 def test_decision_to_dict_is_json_evidence() -> None:
     decision = decide([1.0] * 40, SPRT)
+    assert decision.reason is GateReason.SPRT_ACCEPT_H1
     evidence = json.loads(json.dumps(decision.to_dict()))
     assert evidence["reason"] == "sprt-accept-h1" and evidence["promoted"] is True
     assert evidence["llr_bounds"] == pytest.approx([-UPPER, UPPER])
