@@ -19,8 +19,10 @@ its path (virtual loss adds 1 to N and ``-virtual_loss`` to W; the backup adds
 ``v + virtual_loss`` to W and leaves N, so nothing of the virtual loss is left afterwards).
 So ``sum_b N(s, b) = N[s] - 1`` in U.
 
-All kernels are ``@njit(cache=True, nogil=True)``: nothing compiles at import, and the
-self-play loop runs them in one thread while the network evaluates in another.
+The board's constants come in one `tabula.mcts.trees.Rules` tuple (``rules``) and the search
+settings in one `tabula.mcts.trees.Knobs` tuple (``knobs``). All kernels are
+``@njit(cache=True, nogil=True)``: nothing compiles at import, and the self-play loop runs them
+in one thread while the network evaluates in another.
 """
 
 from __future__ import annotations
@@ -30,22 +32,22 @@ import math
 import numpy as np
 from numba import njit
 
-from tabula.features import fill_planes
+from tabula.features import HISTORY, fill_planes
 from tabula.go.board import area_score, legal_mask, play_move
 from tabula.mcts.random import gamma, next_u64
-from tabula.mcts.trees import EXPANDED, FULL, HISTORY, TERMINAL, UNEXPANDED
+from tabula.mcts.trees import EXPANDED, FULL, TERMINAL, UNEXPANDED
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _final_value(board, to_play, komi, nbr) -> float:
+def _final_value(board, to_play, rules) -> float:
     """Tromp-Taylor result (+1 win, -1 loss, 0 jigo) from ``to_play``'s view."""
-    s = area_score(board, nbr) - komi
+    s = area_score(board, rules.neighbors) - rules.komi
     w = 1.0 if s > 0 else (-1.0 if s < 0 else 0.0)
     return w * to_play
 
 
 @njit(cache=True, nogil=True)
-def init_root(t, g, board, h, to_play, passes, move_number, komi, max_moves, nbr) -> None:
+def init_root(t, g, board, h, to_play, passes, move_number, rules) -> None:
     """Make node 0 of game g a fresh, unexpanded root at the given position (tree emptied)."""
     t.size[g] = 1
     t.parent[g, 0] = -1
@@ -62,9 +64,9 @@ def init_root(t, g, board, h, to_play, passes, move_number, komi, max_moves, nbr
     t.inflight[g] = 0
     t.target[g] = 0
     t.noise_pending[g] = 0
-    if passes >= 2 or move_number >= max_moves:
+    if passes >= 2 or move_number >= rules.max_moves:
         t.state[g, 0] = TERMINAL
-        t.value[g, 0] = _final_value(board, to_play, komi, nbr)
+        t.value[g, 0] = _final_value(board, to_play, rules)
     else:
         t.state[g, 0] = UNEXPANDED
         t.value[g, 0] = 0.0
@@ -116,12 +118,15 @@ def _select(t, g, node, c_puct, fpu) -> int:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _new_node(t, g, parent, a, komi, max_moves, nbr, zob) -> int:
+def _new_node(t, g, parent, a, rules) -> int:
     """Create the child of ``parent`` by move ``a`` (legal by the parent's mask)."""
     c = t.size[g]
     t.size[g] = c + 1
     color = t.to_play[g, parent]
-    _, h = play_move(t.board[g, parent], a, color, nbr, zob, t.hash[g, parent], t.board[g, c])
+    _, h = play_move(
+        t.board[g, parent], a, color, rules.neighbors, rules.zobrist, t.hash[g, parent],
+        t.board[g, c],
+    )  # fmt: skip
     M = t.board.shape[2]
     t.parent[g, c] = parent
     t.move[g, c] = a
@@ -133,9 +138,9 @@ def _new_node(t, g, parent, a, komi, max_moves, nbr, zob) -> int:
     t.W[g, c] = 0.0
     t.child[g, c, :] = -1
     t.child[g, parent, a] = c
-    if t.passes[g, c] >= 2 or t.move_number[g, c] >= max_moves:
+    if t.passes[g, c] >= 2 or t.move_number[g, c] >= rules.max_moves:
         t.state[g, c] = TERMINAL  # valued by the rules, never by the network
-        t.value[g, c] = _final_value(t.board[g, c], -color, komi, nbr)
+        t.value[g, c] = _final_value(t.board[g, c], -color, rules)
     else:
         t.state[g, c] = UNEXPANDED
     return c
@@ -170,21 +175,22 @@ def _backup(t, g, node, v, vl) -> None:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _descend(t, g, c_puct, fpu, vl, komi, max_moves, nbr, zob):
+def _descend(t, g, rules, knobs):
     """One selection from the root, adding virtual loss along the path. Returns (node,
     fresh): a node created by this call (UNEXPANDED: a leaf for the network, or TERMINAL),
     an existing TERMINAL node, an existing UNEXPANDED node (a collision: that leaf is already
     waiting for the network), or (FULL, False) with the virtual loss taken back."""
+    vl = knobs.virtual_loss
     node = 0
     _visit(t, g, 0, vl)
     while t.state[g, node] == EXPANDED:
-        a = _select(t, g, node, c_puct, fpu)
+        a = _select(t, g, node, knobs.c_puct, knobs.fpu)
         c = t.child[g, node, a]
         if c < 0:
             if t.size[g] >= t.N.shape[1]:
                 _unvisit(t, g, node, vl)
                 return FULL, False
-            c = _new_node(t, g, node, a, komi, max_moves, nbr, zob)
+            c = _new_node(t, g, node, a, rules)
             _visit(t, g, c, vl)
             return c, True
         _visit(t, g, c, vl)
@@ -214,38 +220,39 @@ def _write_planes(t, g, node, perm, recent, out) -> None:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _add_leaf(t, g, node, leaves, i, use_sym, perms, recent) -> None:
+def _add_leaf(t, g, node, leaves, i, rules, knobs, recent) -> None:
     k = np.int64(0)
-    if use_sym:
+    if knobs.random_symmetry:
         k = np.int64(next_u64(t.sym_state, g) >> np.uint64(61))  # one of the 8 transforms
     leaves.slot[i] = g
     leaves.node[i] = node
     leaves.sym[i] = k
-    _write_planes(t, g, node, perms[k], recent, leaves.planes[i])
+    _write_planes(t, g, node, rules.perms[k], recent, leaves.planes[i])
     t.inflight[g] += 1
 
 
 @njit(cache=True, nogil=True)
-def gather(t, slots, leaves, per_game, c_puct, fpu, vl, komi, max_moves, nbr, zob, use_sym, perms):
-    """Select up to ``per_game`` leaves in each game of ``slots`` into ``leaves`` (virtual loss
-    keeps them apart). Terminal nodes reached on the way are backed up at once (they count as
-    simulations, not as leaves); collisions are listed in ``leaves`` (see `Leaves`). A game
-    makes at most ``4 * per_game`` selections, and none once its search has all its
-    simulations finished or in flight. Returns (leaves written, terminal visits)."""
+def gather(t, slots, leaves, rules, knobs):
+    """Select up to ``per_game`` leaves (`Knobs`) in each game of ``slots`` into ``leaves``
+    (virtual loss keeps them apart). Terminal nodes reached on the way are backed up at once
+    (they count as simulations, not as leaves); collisions are listed in ``leaves`` (see
+    `Leaves`). A game makes at most ``4 * per_game`` selections, and none once its search has
+    all its simulations finished or in flight. Returns (leaves written, terminal visits)."""
     M = t.board.shape[2]
+    per_game, vl = knobs.per_game, knobs.virtual_loss
     recent = np.empty((HISTORY, M), dtype=np.int8)
     n, terminal, n_coll = 0, 0, 0
     for g in slots:
         if t.state[g, 0] == UNEXPANDED:  # a fresh root: evaluate it first (not a simulation)
             if t.inflight[g] == 0:
                 _visit(t, g, 0, vl)
-                _add_leaf(t, g, 0, leaves, n, use_sym, perms, recent)
+                _add_leaf(t, g, 0, leaves, n, rules, knobs, recent)
                 n += 1
             continue
         got, tries = 0, 0
         while got < per_game and tries < 4 * per_game and t.done[g] + t.inflight[g] < t.target[g]:
             tries += 1
-            node, fresh = _descend(t, g, c_puct, fpu, vl, komi, max_moves, nbr, zob)
+            node, fresh = _descend(t, g, rules, knobs)
             if node == FULL:
                 t.target[g] = t.done[g] + t.inflight[g]  # cannot grow: end this search early
                 break
@@ -254,7 +261,7 @@ def gather(t, slots, leaves, per_game, c_puct, fpu, vl, komi, max_moves, nbr, zo
                 t.done[g] += 1
                 terminal += 1
             elif fresh:
-                _add_leaf(t, g, node, leaves, n, use_sym, perms, recent)
+                _add_leaf(t, g, node, leaves, n, rules, knobs, recent)
                 n += 1
                 got += 1
             else:  # keep the virtual loss until the backup: the next selection looks elsewhere
@@ -310,21 +317,21 @@ def _drop_own_eye_fills(board, color, mask, nbr) -> int:
 
 
 @njit(cache=True, nogil=True)
-def expand_and_backup(
-    t, leaves, n, priors, values, vl, nbr, zob, perms, early_pass, fill_own_eyes, alpha, eps
-) -> None:
+def expand_and_backup(t, leaves, n, priors, values, rules, knobs) -> None:
     """Expand leaves ``0..n-1`` with the network's output and back their values up.
 
     priors: float32[n, M+1] softmax over all moves in the leaf's transformed frame (mapped
     back here), values: float32[n] from the leaf's side to move. Illegal moves (occupied,
     suicide, positional superko against the real game and the leaf's path) get P = -1; the
-    rest are renormalised (uniform if the network gave them no mass). Without ``early_pass``,
-    pass is pruned as ``_restrict_pass`` says; without ``fill_own_eyes``, so are the moves that
-    fill one's own single-point eye (pass then remains whenever nothing else does). The
-    root's expansion (node 0) does not count as a simulation; a root whose search asked for
-    noise (``noise_pending``) gets it now, Dir(``alpha``) with weight ``eps``.
+    rest are renormalised (uniform if the network gave them no mass). Without
+    ``knobs.early_pass``, pass is pruned as ``_restrict_pass`` says; without
+    ``knobs.fill_own_eyes``, so are the moves that fill one's own single-point eye (pass then
+    remains whenever nothing else does). The root's expansion (node 0) does not count as a
+    simulation; a root whose search asked for noise (``noise_pending``) gets it now,
+    Dir(``knobs.alpha``) with weight ``knobs.epsilon``.
     """
     M = t.board.shape[2]
+    nbr, zob = rules.neighbors, rules.zobrist
     path = np.empty(t.move_number.shape[1] + 1, dtype=np.uint64)
     mask = np.empty(M + 1, dtype=np.bool_)
     for i in range(n):
@@ -339,13 +346,13 @@ def expand_and_backup(
             t.board[g, node], t.to_play[g, node], nbr, zob, t.hash[g, node],
             t.game_set[g], path, n_path, mask,
         )  # fmt: skip
-        if not early_pass:
+        if not knobs.early_pass:
             count += _restrict_pass(
                 t.board[g, node], t.to_play[g, node], t.passes[g, node], mask, nbr
             )
-        if not fill_own_eyes:
+        if not knobs.fill_own_eyes:
             count += _drop_own_eye_fills(t.board[g, node], t.to_play[g, node], mask, nbr)
-        perm = perms[leaves.sym[i]]
+        perm = rules.perms[leaves.sym[i]]
         P = t.P[g, node]
         total = 0.0
         for j in range(M + 1):
@@ -363,8 +370,8 @@ def expand_and_backup(
         t.value[g, node] = values[i]
         if node == 0 and t.noise_pending[g]:
             t.noise_pending[g] = 0
-            add_root_noise(t, g, alpha, eps)
-        _backup(t, g, node, values[i], vl)
+            add_root_noise(t, g, knobs.alpha, knobs.epsilon)
+        _backup(t, g, node, values[i], knobs.virtual_loss)
         t.inflight[g] -= 1
         if node != 0:
             t.done[g] += 1

@@ -23,17 +23,17 @@ from tabula.mcts.trees import EXPANDED, TERMINAL
 
 
 @njit(cache=True, nogil=True)
-def start_searches(t, slots, simulations, noise, alpha, eps) -> None:
+def start_searches(t, slots, simulations, knobs) -> None:
     """Begin a search of ``simulations`` new visits at each slot's root (none if the game is
-    over). With ``noise``, the root gets Dir(alpha) noise now if it is expanded, else once
-    its evaluation comes back (`tabula.mcts.kernels.expand_and_backup`)."""
+    over). With ``knobs.noise``, the root gets Dir(alpha) noise now if it is expanded, else
+    once its evaluation comes back (`tabula.mcts.kernels.expand_and_backup`)."""
     for g in slots:
         t.done[g] = 0
         t.noise_pending[g] = 0
         t.target[g] = 0 if t.state[g, 0] == TERMINAL else simulations
-        if noise and t.target[g] > 0:
+        if knobs.noise and t.target[g] > 0:
             if t.state[g, 0] == EXPANDED:
-                add_root_noise(t, g, alpha, eps)
+                add_root_noise(t, g, knobs.alpha, knobs.epsilon)
             else:
                 t.noise_pending[g] = 1
 
@@ -101,7 +101,7 @@ def choose_moves(t, slots, visits, tau, out) -> None:
 
 
 @njit(cache=True, nogil=True)
-def play_moves(t, slots, moves, reserve, komi, max_moves, nbr, zob, outcome) -> int:
+def play_moves(t, slots, moves, reserve, rules, outcome) -> int:
     """Play ``moves[i]`` in slot ``slots[i]``'s real game and re-root its tree, keeping the
     subtree when ``reserve`` nodes stay free (outcome[i] = FRESH, KEPT or DROPPED).
 
@@ -111,12 +111,12 @@ def play_moves(t, slots, moves, reserve, komi, max_moves, nbr, zob, outcome) -> 
     for i in range(slots.shape[0]):
         g = slots[i]
         status = move_status(
-            t.board[g, 0], moves[i], t.to_play[g, 0], nbr, zob, t.hash[g, 0], t.game_set[g],
-            no_path, 0,
+            t.board[g, 0], moves[i], t.to_play[g, 0], rules.neighbors, rules.zobrist,
+            t.hash[g, 0], t.game_set[g], no_path, 0,
         )  # fmt: skip
         if status != LEGAL:
             outcome[i] = status
             return i
     for i in range(slots.shape[0]):
-        outcome[i] = advance_root(t, slots[i], moves[i], reserve, komi, max_moves, nbr, zob)
+        outcome[i] = advance_root(t, slots[i], moves[i], reserve, rules)
     return -1

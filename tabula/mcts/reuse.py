@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tabula.features import HISTORY
 from tabula.go.board import play_move
 from tabula.go.hashset import hashset_insert
 from tabula.mcts.kernels import init_root
-from tabula.mcts.trees import DROPPED, EXPANDED, FRESH, HISTORY, KEPT
+from tabula.mcts.trees import DROPPED, EXPANDED, FRESH, KEPT
 
 
 @njit(cache=True, nogil=True)
@@ -57,7 +58,7 @@ def _compact(t, g, remap) -> None:
 
 
 @njit(cache=True, nogil=True)
-def advance_root(t, g, move, reserve, komi, max_moves, nbr, zob) -> int:
+def advance_root(t, g, move, reserve, rules) -> int:
     """Play ``move`` (legal) in game g's real game and re-root its tree.
 
     The real game's history and hash set get the new position. If the move's child is an
@@ -69,7 +70,7 @@ def advance_root(t, g, move, reserve, komi, max_moves, nbr, zob) -> int:
     color = t.to_play[g, 0]
     h = t.hash[g, 0]
     board = np.empty(t.board.shape[2], dtype=np.int8)
-    _, h = play_move(t.board[g, 0], move, color, nbr, zob, h, board)
+    _, h = play_move(t.board[g, 0], move, color, rules.neighbors, rules.zobrist, h, board)
     for k in range(HISTORY - 1, 0, -1):
         t.history[g, k, :] = t.history[g, k - 1]
     t.history[g, 0, :] = board
@@ -87,7 +88,7 @@ def advance_root(t, g, move, reserve, komi, max_moves, nbr, zob) -> int:
             t.target[g] = 0
             t.noise_pending[g] = 0
             return KEPT
-        init_root(t, g, board, h, -color, passes, move_number, komi, max_moves, nbr)
+        init_root(t, g, board, h, -color, passes, move_number, rules)
         return DROPPED
-    init_root(t, g, board, h, -color, passes, move_number, komi, max_moves, nbr)
+    init_root(t, g, board, h, -color, passes, move_number, rules)
     return FRESH

@@ -50,7 +50,16 @@ from tabula.go.game import Game
 from tabula.go.hashset import hashset_insert, hashset_new
 from tabula.mcts.kernels import expand_and_backup, gather, init_root, undo_collisions
 from tabula.mcts.moves import choose_moves, play_moves, root_stats, start_searches
-from tabula.mcts.trees import DROPPED, KEPT, TERMINAL, UNEXPANDED, Leaves, new_trees
+from tabula.mcts.trees import (
+    DROPPED,
+    KEPT,
+    TERMINAL,
+    UNEXPANDED,
+    Knobs,
+    Leaves,
+    Rules,
+    new_trees,
+)
 
 Evaluate = Callable[[np.ndarray, np.random.Generator | None], tuple[np.ndarray, np.ndarray]]
 """``(planes uint8[B, 17, N, N], rng) -> (priors float32[B, M+1], values float32[B])``:
@@ -97,6 +106,21 @@ class SearchParams:
             early_pass=s.early_pass,
             fill_own_eyes=s.fill_own_eyes,
             noise=noise,
+        )
+
+    def knobs(self) -> Knobs:
+        """These settings as the kernels take them (types fixed: numba compiles once)."""
+        return Knobs(
+            per_game=int(self.leaves_per_game),
+            c_puct=float(self.c_puct),
+            fpu=float(self.fpu),
+            virtual_loss=float(self.virtual_loss),
+            random_symmetry=bool(self.random_symmetry),
+            early_pass=bool(self.early_pass),
+            fill_own_eyes=bool(self.fill_own_eyes),
+            noise=bool(self.noise),
+            alpha=float(self.dirichlet_alpha),
+            epsilon=float(self.dirichlet_epsilon),
         )
 
 
@@ -178,6 +202,10 @@ class BatchedMCTS:
         set_size = hashset_new(self.max_moves + 1).shape[0]
         self.trees = new_trees(n_games, self.capacity, self.M, set_size)
         self.perms = np.ascontiguousarray(symmetry_permutations(board_size))
+        self.rules = Rules(
+            self.ctx.neighbors, self.ctx.zobrist, self.perms, self.komi, self.max_moves
+        )
+        self.knobs = params.knobs()
         self.rngs: list[np.random.Generator | None] = [None] * n_games
         self.simulations = 0
         self.evaluations = 0
@@ -207,10 +235,7 @@ class BatchedMCTS:
             if not game.is_over():  # (a finished game is not searched, and may be longer)
                 for v in game.hash_set()[game.hash_set() != 0]:
                     hashset_insert(t.game_set[slot], v)
-        init_root(
-            t, slot, board, h, to_play, passes, move_number, self.komi, self.max_moves,
-            self.ctx.neighbors,
-        )  # fmt: skip
+        init_root(t, slot, board, h, to_play, passes, move_number, self.rules)
         t.sym_state[slot], t.rand_state[slot] = rng.integers(0, 2**63, size=2, dtype=np.uint64)
         self.rngs[slot] = rng
 
@@ -258,17 +283,14 @@ class BatchedMCTS:
                   ) -> np.ndarray:  # fmt: skip
         """`play` in each slot (``moves[i]`` in ``slots[i]``): all or, on an error, none.
         Returns each tree's outcome: FRESH, KEPT or DROPPED (`tabula.mcts.trees`)."""
-        t, ctx = self.trees, self.ctx
+        t = self.trees
         slots = np.asarray(slots, dtype=np.int64)
         moves = np.asarray(moves, dtype=np.int64)
         over = slots[t.state[slots, 0] == TERMINAL]
         if len(over):
             raise SearchError(f"slot {over[0]}: the game is over")
         outcome = np.zeros(len(slots), dtype=np.int64)
-        bad = play_moves(
-            t, slots, moves, self.params.simulations + 1, self.komi, self.max_moves,
-            ctx.neighbors, ctx.zobrist, outcome,
-        )  # fmt: skip
+        bad = play_moves(t, slots, moves, self.params.simulations + 1, self.rules, outcome)
         if bad >= 0:
             reason = REASONS[int(outcome[bad])]
             raise SearchError(f"slot {slots[bad]}: move {moves[bad]} is illegal ({reason})")
@@ -293,12 +315,8 @@ class BatchedMCTS:
     def start(self, slots: Sequence[int] | np.ndarray, simulations: int | None = None) -> None:
         """Begin a search at each slot's root: ``simulations`` new visits (default: params),
         with fresh root noise if the params ask for it."""
-        p = self.params
-        sims = p.simulations if simulations is None else simulations
-        start_searches(
-            self.trees, np.asarray(slots, dtype=np.int64), sims, p.noise, p.dirichlet_alpha,
-            p.dirichlet_epsilon,
-        )  # fmt: skip
+        sims = self.params.simulations if simulations is None else simulations
+        start_searches(self.trees, np.asarray(slots, dtype=np.int64), sims, self.knobs)
 
     def unfinished(self, slots: Sequence[int] | np.ndarray) -> np.ndarray:
         """The slots whose search still needs simulations (int64 array)."""
@@ -309,17 +327,14 @@ class BatchedMCTS:
         """Select leaves in ``slots`` (each game at most ``leaves_per_game``, and
         ``len(slots) * leaves_per_game <= len(leaves.slot)``); returns the count n, the
         network batch being ``leaves.planes[:n]``."""
-        p = self.params
-        if len(slots) * p.leaves_per_game > leaves.slot.shape[0]:
+        knobs = self.knobs
+        if len(slots) * knobs.per_game > leaves.slot.shape[0]:
             raise SearchError("leaf buffer too small for these slots")
-        n, terminal = gather(
-            self.trees, np.asarray(slots, dtype=np.int64), leaves, p.leaves_per_game,
-            p.c_puct, p.fpu, p.virtual_loss, self.komi, self.max_moves, self.ctx.neighbors,
-            self.ctx.zobrist, p.random_symmetry, self.perms,
-        )  # fmt: skip
+        slots = np.asarray(slots, dtype=np.int64)
+        n, terminal = gather(self.trees, slots, leaves, self.rules, knobs)
         self.simulations += terminal
         if n == 0:  # no backup will follow: release the collisions' virtual loss now
-            undo_collisions(self.trees, leaves, p.virtual_loss)
+            undo_collisions(self.trees, leaves, knobs.virtual_loss)
         return int(n)
 
     def backup(self, leaves: Leaves, n: int, priors: np.ndarray, values: np.ndarray) -> None:
@@ -331,12 +346,8 @@ class BatchedMCTS:
                 f"evaluator returned priors {priors.shape} and values {values.shape}, "
                 f"expected ({n}, {self.M + 1}) and ({n},)"
             )
-        expand_and_backup(
-            self.trees, leaves, n, priors, values, self.params.virtual_loss,
-            self.ctx.neighbors, self.ctx.zobrist, self.perms, self.params.early_pass,
-            self.params.fill_own_eyes, self.params.dirichlet_alpha, self.params.dirichlet_epsilon,
-        )  # fmt: skip
-        undo_collisions(self.trees, leaves, self.params.virtual_loss)
+        expand_and_backup(self.trees, leaves, n, priors, values, self.rules, self.knobs)
+        undo_collisions(self.trees, leaves, self.knobs.virtual_loss)
         self.evaluations += n
         self.simulations += n - int(np.count_nonzero(leaves.node[:n] == 0))
 

@@ -1,4 +1,6 @@
-"""The arrays of the batched MCTS trees and of the leaves waiting for the network.
+"""What the search kernels work on: the trees' arrays, the leaves waiting for the network,
+and the two bundles of constants every kernel call takes (`Rules` of the board, `Knobs` of
+the search).
 
 `tabula.mcts.kernels` documents the layout (a leading game axis, statistics on the child node
 of each edge) and searches these arrays; `tabula.mcts.reuse` re-roots them after a move.
@@ -10,9 +12,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tabula.features import HISTORY
+
 UNEXPANDED, EXPANDED, TERMINAL = 0, 1, 2
 FRESH, KEPT, DROPPED = 0, 1, 2  # advance_root: no subtree to keep / kept / too big to keep
-HISTORY = 8  # boards per side in the 17 input planes (paper: t, t-1, ..., t-7)
 FULL = -2  # _descend found no free node
 
 
@@ -100,3 +103,42 @@ class Leaves(NamedTuple):
     coll_slot: np.ndarray  # int32[4 B]
     coll_node: np.ndarray  # int32[4 B]
     n_coll: np.ndarray  # int64[1]
+
+
+class Rules(NamedTuple):
+    """The board and its rules, fixed for a `BatchedMCTS` (M = N * N points).
+
+    neighbors: int32[M, 4] (`tabula.go.board.rules_context`, -1 off the board); zobrist:
+    uint64 keys of the same context; perms: int64[8, M+1], the dihedral gather indices
+    (`tabula.features.symmetry_permutations`); komi: added to white's area; max_moves: 2 M
+    (paper: a game ends after 2 N^2 moves).
+    """
+
+    neighbors: np.ndarray
+    zobrist: np.ndarray
+    perms: np.ndarray
+    komi: float
+    max_moves: int
+
+
+class Knobs(NamedTuple):
+    """The search's settings as the kernels read them (`SearchParams` resolved; the paper's
+    names). Built by `SearchParams.knobs`, which fixes each field's type so numba compiles once.
+
+    per_game: leaves selected per game and gather; c_puct, fpu: the selection's constants;
+    virtual_loss: W taken from a path while its leaf waits; random_symmetry: evaluate a leaf
+    under a random dihedral transform; early_pass, fill_own_eyes: the move pruning of
+    `tabula.mcts.kernels.expand_and_backup`; noise: Dirichlet noise at the root, Dir(alpha)
+    with weight epsilon.
+    """
+
+    per_game: int
+    c_puct: float
+    fpu: float
+    virtual_loss: float
+    random_symmetry: bool
+    early_pass: bool
+    fill_own_eyes: bool
+    noise: bool
+    alpha: float
+    epsilon: float
