@@ -16,6 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
+from tabula.errors import TabulaError, UsageError, first_line
+
 app = typer.Typer(
     name="tabula",
     help="AlphaGo Zero as a reproducible pipeline: self-play, training, gating, lineage.",
@@ -38,25 +40,24 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def _first_line(exc: BaseException) -> str:
-    first = str(exc).strip().splitlines()
-    return first[0] if first else type(exc).__name__
-
-
 def expected_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn expected errors into one line on stderr: usage errors (ValueError subclasses, a
-    missing file) exit 2; the environment failing (disk full, a file size limit, a folder that
-    cannot be made) exits 1."""
+    """Turn expected failures into one line on stderr; let bugs show their traceback.
+
+    A `TabulaError` (bad config, a corrupt file, an unknown run, ...) or a file that is missing,
+    unreadable or a folder exits 2; the environment failing (disk full, a file size limit, a
+    folder that cannot be made) exits 1. Anything else, a ValueError from inside numpy
+    included, is a bug: it propagates with its traceback.
+    """
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
-            _fail(_first_line(exc))
+        except (TabulaError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+            _fail(first_line(exc))
         except OSError as exc:
             _fail(
-                f"{_first_line(exc)} (check free disk space, file size limits and "
+                f"{first_line(exc)} (check free disk space, file size limits and "
                 "permissions, then run again)",
                 code=1,
             )
@@ -72,7 +73,7 @@ class _NoTracebackForExpected(logging.Filter):
     record and drops the traceback (Prefect's API log, written earlier, keeps it)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], ValueError | OSError):
+        if record.exc_info and isinstance(record.exc_info[1], TabulaError | OSError):
             record.exc_info, record.exc_text = None, None
         return True
 
@@ -259,7 +260,7 @@ def elo(
     cfg = _config(config, set_)
     store = store or _project() / cfg.pipeline.data_dir / cfg.pipeline.name / "results"
     if not Path(store).exists():
-        raise ValueError(f"{store}: no results store yet (play a match first)")
+        raise UsageError(f"{store}: no results store yet (play a match first)")
     elo_table(ratings_table(store, anchor=anchor, anchor_elo=anchor_elo))
 
 

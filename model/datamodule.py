@@ -47,6 +47,7 @@ from model.shards import (
     unpack_planes,
     validate_shard,
 )
+from tabula.errors import TabulaError
 from tabula.features import NUM_PLANES, NUM_SYMMETRIES, symmetry_permutations
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 4 << 30
 
 
-class DataWindowError(ValueError):
+class DataWindowError(TabulaError, ValueError):
     """The data window cannot be built (no shards, a missing path, no positions); one line."""
 
 

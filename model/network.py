@@ -38,6 +38,7 @@ from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from tabula.config import Config
+from tabula.errors import TabulaError, first_line
 
 #: Input planes per position: 8 + 8 history planes and the colour plane (paper, Methods).
 INPUT_PLANES = 17
@@ -47,7 +48,7 @@ CHECKPOINT_FORMAT_VERSION = 1
 MIN_BOARD_SIZE, MAX_BOARD_SIZE = 5, 19
 
 
-class CheckpointError(ValueError):
+class CheckpointError(TabulaError, ValueError):
     """A checkpoint file is missing, foreign, unsafe or does not fit; the message is one line."""
 
 
@@ -217,11 +218,6 @@ def save_checkpoint(path: str | os.PathLike[str], net: PolicyValueNet, metadata:
     return path
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
-
-
 def _read_payload(path: Path, map_location: str | torch.device) -> dict:
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint file not found")
@@ -230,10 +226,13 @@ def _read_payload(path: Path, map_location: str | torch.device) -> dict:
     except pickle.UnpicklingError as e:
         # torch's message is many lines of advice; keep the line naming the refused global.
         lines = [ln.strip() for ln in str(e).splitlines() if "WeightsUnpickler error" in ln]
-        reason = lines[0].split(":", 1)[1].split(". ")[0].strip() if lines else _first_line(e)
+        reason = first_line(e, with_type=True)
+        if lines:
+            reason = lines[0].split(":", 1)[1].split(". ")[0].strip()
         raise CheckpointError(f"{path}: refused by weights_only loading ({reason})") from None
     except Exception as e:  # arbitrary bytes raise arbitrary errors in unpickling
-        raise CheckpointError(f"{path}: not a readable checkpoint ({_first_line(e)})") from None
+        reason = first_line(e, with_type=True)
+        raise CheckpointError(f"{path}: not a readable checkpoint ({reason})") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path}: not a tabula checkpoint (no format '{CHECKPOINT_FORMAT}')")
     if payload.get("format_version") != CHECKPOINT_FORMAT_VERSION:

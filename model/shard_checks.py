@@ -13,8 +13,10 @@ import os
 import tempfile
 from pathlib import Path
 
+from tabula.errors import TabulaError
 
-class ShardError(ValueError):
+
+class ShardError(TabulaError, ValueError):
     """A shard is unreadable, foreign, of another schema version or board size, or its records
     are malformed; the message is one line naming the file."""
 

@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 
 from model.shard_checks import ShardError, file_sha256, verify_checksum, write_checksum
 from model.shard_checks import checksum_path as checksum_path  # re-exported: public API
+from tabula.errors import first_line
 
 SCHEMA_VERSION = 1
 PLANES = 17
@@ -286,7 +287,7 @@ def _open(path: Path, verify_pages: bool = False) -> tuple[pq.ParquetFile, Shard
         schema = pf.schema_arrow  # decodes the footer: a flipped byte there fails here
     except (pa.ArrowException, OSError, ValueError) as e:  # UnicodeDecodeError is a ValueError
         raise ShardError(
-            f"{path}: not a readable Parquet file, truncated or corrupt ({_first_line(e)})"
+            f"{path}: not a readable Parquet file, truncated or corrupt ({first_line(e)})"
         ) from None
     meta = schema.metadata or {}
     if _KEY_VERSION not in meta:
@@ -295,7 +296,7 @@ def _open(path: Path, verify_pages: bool = False) -> tuple[pq.ParquetFile, Shard
         version, size = int(meta[_KEY_VERSION]), int(meta.get(_KEY_SIZE, b""))
         user = json.loads(meta.get(_KEY_META, b"{}"))
     except ValueError as e:
-        raise ShardError(f"{path}: unreadable tabula schema metadata ({_first_line(e)})") from None
+        raise ShardError(f"{path}: unreadable tabula schema metadata ({first_line(e)})") from None
     if version != SCHEMA_VERSION:
         raise ShardError(
             f"{path}: shard schema_version {version}, this code reads {SCHEMA_VERSION}"
@@ -309,11 +310,6 @@ def _open(path: Path, verify_pages: bool = False) -> tuple[pq.ParquetFile, Shard
     md = pf.metadata
     info = ShardInfo(path, version, size, md.num_rows, md.num_row_groups, user)
     return pf, info
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
 
 
 def _check_board_size(info: ShardInfo, expect_board_size: int | None) -> None:
@@ -340,7 +336,7 @@ def read_shard_packed(
     try:
         table = pf.read()
     except (pa.ArrowException, OSError, ValueError) as e:
-        raise ShardError(f"{path}: corrupt shard data ({_first_line(e)})") from None
+        raise ShardError(f"{path}: corrupt shard data ({first_line(e)})") from None
     return _from_table(table, info)
 
 
@@ -382,7 +378,7 @@ def validate_shard(path: str | os.PathLike[str], expect_board_size: int | None =
         try:
             table = pf.read_row_group(g)
         except (pa.ArrowException, OSError) as e:
-            raise ShardError(f"{path}: corrupt row group {g} ({_first_line(e)})") from None
+            raise ShardError(f"{path}: corrupt row group {g} ({first_line(e)})") from None
         shard = _from_table(table, info)
         _check_values(shard.unpack_planes(), shard, f"{path} row group {g}")
         rows += len(shard)

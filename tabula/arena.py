@@ -41,12 +41,13 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
+from tabula.errors import TabulaError
 from tabula.go import coords
 from tabula.go.game import Game
 from tabula.gtp import RESIGN
 
 
-class ArenaError(ValueError):
+class ArenaError(TabulaError):
     """A match that cannot be set up (no games, a player against itself, ...)."""
 
 

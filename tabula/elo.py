@@ -36,12 +36,14 @@ from statistics import NormalDist
 
 import numpy as np
 
+from tabula.errors import TabulaError
+
 DEFAULT_ANCHOR = "random"
 # Elo points -> natural-log odds: 10 ** (x / 400) == exp(ELO_TO_LOGIT * x).
 ELO_TO_LOGIT = math.log(10.0) / 400.0
 
 
-class RatingError(ValueError):
+class RatingError(TabulaError, ValueError):
     """Bad input to the Elo fit (a malformed result, an anchor that never played)."""
 
 

@@ -32,9 +32,10 @@ from statistics import NormalDist
 from typing import Any, Protocol
 
 from tabula.elo import expected_score
+from tabula.errors import TabulaError
 
 
-class GateError(ValueError):
+class GateError(TabulaError, ValueError):
     """Bad gate settings or a misuse of a Gate (a result after the decision, ...)."""
 
 

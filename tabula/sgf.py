@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from sgfmill import sgf  # type: ignore[import-untyped]
 
+from tabula.errors import TabulaError
 from tabula.go import coords
 from tabula.go.game import Game, IllegalMoveError
 
@@ -27,7 +28,7 @@ _COLOUR_PROP = {1: "B", -1: "W"}
 _PROP_COLOUR = {"b": 1, "w": -1}
 
 
-class SgfError(ValueError):
+class SgfError(TabulaError, ValueError):
     """A record that cannot be read or replayed; the message is one line naming the problem."""
 
 

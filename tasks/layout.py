@@ -29,10 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tabula.errors import TabulaError
+
 STAGES = ("selfplay", "train", "evaluate", "promote")
 
 
-class RunLockedError(ValueError):
+class RunLockedError(TabulaError):
     """Another pipeline holds the run's lock."""
 
 

@@ -40,6 +40,7 @@ from tabula.arena import (
     summarize,
 )
 from tabula.config import Config
+from tabula.errors import TabulaError
 from tabula.gating import Gate, GateConfig, GateDecision
 from tabula.sgf import game_to_sgf, result_string
 from tasks.players import Resolver, make_player
@@ -50,7 +51,7 @@ GATE_FILE = "gate.json"
 _COLOUR_LETTER = {1: "B", -1: "W"}
 
 
-class MatchError(ValueError):
+class MatchError(TabulaError):
     """A match that cannot be played or decided (e.g. every game aborted)."""
 
 

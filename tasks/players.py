@@ -28,7 +28,7 @@ color)``, for the GTP server) and `tabula.arena.ArenaPlayer` (batched, per-slot 
 random player is `tabula.players.RandomPlayer` in a `tabula.players.SequentialPlayer`, network
 players come from `model.players`, GTP engines from `tasks.engines`.
 
-Bad specs raise PlayerSpecError (a ValueError: the CLI prints one line and exits 2).
+Bad specs raise PlayerSpecError (a TabulaError: the CLI prints one line and exits 2).
 """
 
 from __future__ import annotations
@@ -43,13 +43,14 @@ from typing import Any
 
 from model.players import network_player
 from tabula.config import Config
+from tabula.errors import TabulaError
 from tabula.players import RandomPlayer, SequentialPlayer
 from tasks.engines import GtpPlayer
 
 GAME_DIRS = ("/usr/games", "/usr/local/games")  # Debian installs gnugo and pachi here
 
 
-class PlayerSpecError(ValueError):
+class PlayerSpecError(TabulaError):
     """A player spec that cannot be turned into a player; the message is one line."""
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from tabula.elo import DEFAULT_ANCHOR, GameResult, fit_ratings
+from tabula.errors import TabulaError
 
 COLUMNS = (
     "match_id",
@@ -56,7 +57,7 @@ _REQUIRED = ("match_id", "black", "white", "winner", "reason")
 _MATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-class ResultsStoreError(ValueError):
+class ResultsStoreError(TabulaError):
     """A malformed result row or an unreadable results store."""
 
 

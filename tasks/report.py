@@ -19,6 +19,7 @@ from rich.progress import (
 from rich.table import Table
 
 from tabula.config import Config
+from tabula.errors import UsageError
 from tasks.layout import RunLayout, read_json, stage_done
 
 
@@ -79,7 +80,7 @@ def print_summary(cfg: Config, project: Path, rows: list[dict[str, Any]]) -> Non
 def print_status(cfg: Config, project: Path, run: str) -> None:
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, run)
     if not layout.root.exists():
-        raise ValueError(f"no run named {run!r} under {layout.root.parent}")
+        raise UsageError(f"no run named {run!r} under {layout.root.parent}")
     done = []
     i = 1
     while layout.iteration(i).exists():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tabula.errors import UsageError
 from tasks import tracking, versioning
 from tasks.layout import RunLayout
 
@@ -28,10 +29,10 @@ def locate(
         return tags["tabula.run"], int(tags["tabula.iteration"]), tags.get(tracking.TAG_SHA, "")
     match = _ITER.match(target)
     if not match:
-        raise ValueError(f"{target}: expected ITERATION, RUN/ITERATION or models:/NAME@ALIAS")
+        raise UsageError(f"{target}: expected ITERATION, RUN/ITERATION or models:/NAME@ALIAS")
     i = int(match["i"])
     if i < 1:
-        raise ValueError(f"{target}: iteration 0 is the random initial network, nothing to train")
+        raise UsageError(f"{target}: iteration 0 is the random initial network, nothing to train")
     return match["run"] or run, i, ""
 
 
@@ -47,11 +48,11 @@ def restore_lineage(layout: RunLayout, i: int) -> None:
         return
     if not versioning.is_git_repo(layout.project):
         missing = next(p for p in needed if not p.exists())
-        raise ValueError(f"{missing}: missing, and {layout.project} is not a git repository")
+        raise UsageError(f"{missing}: missing, and {layout.project} is not a git repository")
     versioning.restore_from_run_branch(layout.project, layout.run, [layout.rel(layout.root)])
     for path in needed:
         if not path.exists():
-            raise ValueError(f"{layout.rel(path)}: not recorded for run {layout.run!r}")
+            raise UsageError(f"{layout.rel(path)}: not recorded for run {layout.run!r}")
 
 
 def check_inputs(layout: RunLayout, i: int) -> list[str]:

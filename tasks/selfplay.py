@@ -31,6 +31,7 @@ from model.evaluator import Evaluator
 from model.network import PolicyValueNet, load_checkpoint, network_for, weights_sha256
 from model.shards import ShardRecords, write_shard
 from tabula.config import Config
+from tabula.errors import UsageError
 from tabula.resign import ResignTrace
 from tabula.selfplay import GameRecord, SelfPlayParams, SelfPlayStats, play_games
 from tabula.sgf import game_to_sgf, result_string
@@ -128,10 +129,10 @@ def run_worker(
     and halves make smaller network batches). rows_per_shard: default ~128 MiB of unpacked planes
     per shard.
 
-    Raises CheckpointError for a bad model file; ValueError for games < 1.
+    Raises CheckpointError for a bad model file; UsageError (a ValueError) for games < 1.
     """
     if games < 1:
-        raise ValueError(f"games must be >= 1 (got {games})")
+        raise UsageError(f"games must be >= 1 (got {games})")
     out = Path(out_dir)
     net, model_id = load_model(cfg, model, seed)
     evaluate = Evaluator(net, device=cfg.pipeline.device)

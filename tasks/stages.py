@@ -19,6 +19,7 @@ import numpy as np
 from prefect import task
 
 from tabula.config import Config
+from tabula.errors import TabulaError
 from tasks.layout import RunLayout, mark_done, reset_dir, stage_done, write_json
 from tasks.progress import counter, report
 
@@ -171,7 +172,7 @@ def train(
     return result
 
 
-class WindowChangedError(ValueError):
+class WindowChangedError(TabulaError, ValueError):
     """A self-play directory of the training window is not what its stage recorded; one line."""
 
 

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tabula.errors import UsageError
+
 TAG_RUN = "tabula.run"
 TAG_KIND = "tabula.kind"
 TAG_ITERATION = "tabula.iteration"
@@ -238,7 +240,7 @@ def resolve_model(
         name, number = rest.split("/", 1)
         version = client.get_model_version(name, number)
     else:
-        raise ValueError(f"{uri}: expected models:/NAME@ALIAS or models:/NAME/VERSION")
+        raise UsageError(f"{uri}: expected models:/NAME@ALIAS or models:/NAME/VERSION")
     import mlflow.artifacts
 
     os.makedirs(dst, exist_ok=True)
@@ -247,5 +249,5 @@ def resolve_model(
     )
     files = sorted(Path(local).rglob("*.pt")) if Path(local).is_dir() else [Path(local)]
     if not files:
-        raise ValueError(f"{uri}: the model version holds no checkpoint file")
+        raise UsageError(f"{uri}: the model version holds no checkpoint file")
     return files[0], dict(version.tags)

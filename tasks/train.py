@@ -42,13 +42,14 @@ from model.datamodule import ShardDataModule
 from model.network import CheckpointError, load_checkpoint, save_checkpoint, weights_sha256
 from model.system import AlphaZeroSystem
 from tabula.config import Config
+from tabula.errors import TabulaError
 
 CKPT_NAME = "train.ckpt"
 #: Steps between logged metrics (losses are means over the window; see model.system).
 LOG_EVERY_N_STEPS = 10
 
 
-class TrainError(ValueError):
+class TrainError(TabulaError, ValueError):
     """A training stage cannot start: bad ``init``, a network that does not fit; one line."""
 
 

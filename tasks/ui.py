@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tabula.errors import TabulaError
 from tasks.tracking import resolve_uri
 
 # The server is local: never ask an HTTP proxy from the environment for it.
@@ -38,7 +39,7 @@ QUIET_ENV = {
 }
 
 
-class UiError(ValueError):
+class UiError(TabulaError):
     """The UI cannot start: no store, a busy port, or a server that exits early."""
 
 

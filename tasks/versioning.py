@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from tabula.errors import TabulaError
 from tasks.layout import write_text
 
 RUN_BRANCH_PREFIX = "tabula/runs/"
@@ -41,7 +42,7 @@ _GIT_IDENTITY = {
 }
 
 
-class VersioningError(RuntimeError):
+class VersioningError(TabulaError):
     """DVC or git refused an operation; the message names it."""
 
 

@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tabula.config.models import Config
+from tabula.errors import TabulaError
 
 __all__ = [
     "ConfigError",
@@ -34,7 +35,7 @@ __all__ = [
 Scalar = str | int | float | bool | None
 
 
-class ConfigError(ValueError):
+class ConfigError(TabulaError, ValueError):
     """A bad config file, value or override; ``str(e)`` is one line naming the key."""
 
 

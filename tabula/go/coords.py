@@ -30,13 +30,15 @@ of ``abcdefghijklmnopqrs``.
 
 from __future__ import annotations
 
+from tabula.errors import TabulaError
+
 GTP_COLUMNS = "ABCDEFGHJKLMNOPQRST"  # no 'I', by GTP convention (readability on boards)
 SGF_LETTERS = "abcdefghijklmnopqrs"
 MIN_SIZE = 5
 MAX_SIZE = 19
 
 
-class CoordinateError(ValueError):
+class CoordinateError(TabulaError, ValueError):
     """A coordinate that does not name a point (or pass) on the board."""
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tabula.errors import TabulaError
 from tabula.features import fill_planes
 from tabula.go.board import (
     EMPTY_HASH,
@@ -31,7 +32,7 @@ _NO_PATH = np.zeros(0, dtype=np.uint64)
 _COLOR_NAMES = {1: "black", -1: "white"}
 
 
-class IllegalMoveError(ValueError):
+class IllegalMoveError(TabulaError, ValueError):
     """A move the rules forbid; ``reason`` is one of "occupied", "suicide",
     "superko (repeats an earlier position)", "off the board"."""
 

@@ -1,0 +1,89 @@
+"""The CLI's error contract (STYLE.md 12): a TabulaError is one line and exit 2; a bug keeps
+its traceback, a ValueError from deep inside a library included."""
+
+from __future__ import annotations
+
+import numpy as np
+import typer
+from typer.testing import CliRunner
+
+import cli
+from tabula.errors import TabulaError, UsageError, first_line
+
+
+def _command_raising(exc: BaseException):
+    """A one-command app whose command, wrapped like every `tabula` command, raises ``exc``."""
+    app = typer.Typer(pretty_exceptions_enable=False)
+
+    @app.command()
+    @cli.expected_errors
+    def fail() -> None:
+        raise exc
+
+    return CliRunner().invoke(app, [])
+
+
+def test_a_tabula_error_is_one_line_and_exit_2() -> None:
+    result = _command_raising(UsageError("no run named 'x'\nsecond line"))
+    assert result.exit_code == 2
+    assert result.stderr == "tabula: no run named 'x'\n"
+    assert "Traceback" not in result.output
+
+
+def test_a_bug_inside_numpy_keeps_its_traceback() -> None:
+    try:
+        np.zeros(3).reshape(2, 2)
+    except ValueError as e:
+        bug = e
+    result = _command_raising(bug)
+    assert result.exit_code == 1
+    assert result.exception is bug  # propagated, not turned into a line
+    assert "tabula:" not in result.stderr
+
+
+def test_a_missing_file_is_one_line_and_a_full_disk_exit_1() -> None:
+    missing = _command_raising(FileNotFoundError(2, "No such file or directory"))
+    assert missing.exit_code == 2
+    assert missing.stderr == "tabula: [Errno 2] No such file or directory\n"
+    full = _command_raising(OSError(28, "No space left on device"))
+    assert full.exit_code == 1 and full.stderr.startswith("tabula: [Errno 28] No space left")
+
+
+def test_usage_error_is_also_a_value_error() -> None:
+    assert issubclass(UsageError, TabulaError) and issubclass(UsageError, ValueError)
+
+
+def test_every_expected_failure_derives_from_tabula_error() -> None:
+    from model.datamodule import DataWindowError
+    from model.network import CheckpointError
+    from model.shards import ShardError
+    from tabula.arena import ArenaError
+    from tabula.config import ConfigError
+    from tabula.elo import RatingError
+    from tabula.gating import GateError
+    from tabula.go.coords import CoordinateError
+    from tabula.go.game import IllegalMoveError
+    from tabula.sgf import SgfError
+    from tasks.layout import RunLockedError
+    from tasks.match import MatchError
+    from tasks.players import PlayerSpecError
+    from tasks.ratings import ResultsStoreError
+    from tasks.stages import WindowChangedError
+    from tasks.train import TrainError
+    from tasks.ui import UiError
+    from tasks.versioning import VersioningError
+
+    expected = [ArenaError, CheckpointError, ConfigError, CoordinateError, DataWindowError]
+    expected += [GateError, IllegalMoveError, MatchError, PlayerSpecError, RatingError]
+    expected += [ResultsStoreError, RunLockedError, ShardError, SgfError, TrainError, UiError]
+    expected += [VersioningError, WindowChangedError]
+    assert [c.__name__ for c in expected if not issubclass(c, TabulaError)] == []
+    # Training refuses bad inputs with these, and reproduction catches them as ValueError.
+    for refused in (CheckpointError, DataWindowError, ShardError, TrainError, WindowChangedError):
+        assert issubclass(refused, ValueError), refused
+
+
+def test_first_line() -> None:
+    assert first_line(ValueError("one\ntwo")) == "one"
+    assert first_line(ValueError("  \n")) == "ValueError"
+    assert first_line(KeyError("k"), with_type=True) == "KeyError: 'k'"
