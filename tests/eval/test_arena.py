@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +24,7 @@ from tabula.arena import (
     play_match,
     summarize,
 )
-from tabula.config import Config, load_config
+from tabula.config import Config
 from tabula.go.game import Game
 from tabula.gtp import RESIGN
 from tabula.players import RandomPlayer, SequentialPlayer, own_eyes
@@ -76,40 +76,6 @@ class Scripted:
 
 def random_player(name: str, seed: int) -> SequentialPlayer:
     return SequentialPlayer(RandomPlayer(seed), name=name)
-
-
-def config5(*overrides: str) -> Config:
-    """5x5, komi 0.5 (so neither colour wins by komi alone), tiny searches."""
-    base = ["rules.board_size=5", "rules.komi=0.5", "evaluation.simulations=8"]
-    return load_config(None, [*base, *overrides])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    """Tiny networks at small batches: a second thread only adds contention (10x slower on a
-    loaded 2-core machine), so these tests run torch on one thread and restore it after."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def cfg5() -> Config:
-    return config5()
-
-
-@pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A freshly initialised 1-block, 8-filter 5x5 network (its raw policy passes early)."""
-    from model.network import make_network, save_checkpoint
-
-    path = tmp_path_factory.mktemp("ckpt") / "tiny.pt"
-    net = make_network(5, blocks=1, filters=8, seed=0, value_hidden=16)
-    save_checkpoint(path, net, {"model_id": "tiny"})
-    return path
 
 
 # -- the arena --------------------------------------------------------------------------
@@ -255,7 +221,7 @@ def test_run_match_writes_sgf_and_the_results_store(tmp_path: Path, cfg5: Config
 
 
 def test_gate_promotes_a_strong_player_and_sprt_stops_early(
-    tmp_path: Path, tiny_checkpoint: Path
+    tmp_path: Path, tiny_checkpoint: Path, config5: Callable[..., Config]
 ) -> None:
     # A big hypothesised gap (200 Elo) lets a handful of straight wins decide.
     cfg = config5("evaluation.gating_games=40", "evaluation.sprt=true", "evaluation.sprt_elo1=200")
@@ -274,7 +240,7 @@ def test_gate_promotes_a_strong_player_and_sprt_stops_early(
     assert len(load_results(tmp_path / "store")) == evidence["games_played"]
 
 
-def test_fixed_gate_plays_every_game(tmp_path: Path) -> None:
+def test_fixed_gate_plays_every_game(tmp_path: Path, config5: Callable[..., Config]) -> None:
     cfg = config5("evaluation.gating_games=4")
     decision = run_gate("random", "random", cfg, tmp_path, concurrent=4)
     assert decision.reason == "threshold" and decision.games == 4 and decision.llr is None
@@ -282,9 +248,10 @@ def test_fixed_gate_plays_every_game(tmp_path: Path) -> None:
     assert evidence["games_played"] == 4 and len(evidence["sgf"]) == 4
 
 
-def test_gate_with_only_aborted_games_fails_clearly(tmp_path: Path) -> None:
+def test_gate_with_only_aborted_games_fails_clearly(
+    tmp_path: Path, config5: Callable[..., Config], fake_gtp: Path
+) -> None:
     cfg = config5("evaluation.gating_games=2", "evaluation.match_timeout_s=10")
-    engine = Path(__file__).parent / "fake_engines" / "fake_gtp.py"
-    spec = f"gtp:{sys.executable} {engine} refuse --at 1"  # refuses every move relayed to it
+    spec = f"gtp:{sys.executable} {fake_gtp} refuse --at 1"  # refuses every move relayed to it
     with pytest.raises(MatchError, match="all 2 games aborted"):
         run_gate(spec, "random", cfg, tmp_path)

@@ -1,0 +1,99 @@
+"""GTP engines as players (tasks.engines): names, process cleanup, and engines that misbehave.
+
+The broken engines are real subprocesses (tests/eval/fake_engines/fake_gtp.py) speaking GTP
+over pipes; each misbehaves once (--once MARKER), so the match must record that game as a
+forfeit or abort with its reason and go on with a fresh engine process.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tabula.arena import play_match, summarize
+from tabula.config import Config
+from tabula.go.game import Game
+from tasks.engines import GtpPlayer, engine_name
+from tasks.match import run_match
+from tasks.players import make_player
+
+
+@pytest.fixture
+def fake_engine(fake_gtp: Path) -> Callable[..., str]:
+    """The spec of a fake engine that misbehaves in `mode` once (while `marker` is absent)."""
+
+    def spec(mode: str, marker: Path, *args: str) -> str:
+        return f"gtp:{sys.executable} {fake_gtp} {mode} --once {marker} {' '.join(args)}"
+
+    return spec
+
+
+def test_engine_names(fake_gtp: Path) -> None:
+    assert engine_name(["/usr/games/gnugo", "--mode", "gtp", "--level", "1"]) == "gnugo-l1"
+    assert engine_name(["gnugo", "--level=10", "--mode", "gtp"]) == "gnugo-l10"
+    assert engine_name(["/usr/games/pachi", "-t", "=5000"]) == "pachi"
+    assert engine_name([sys.executable, str(fake_gtp), "die"]) == "fake_gtp"
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("die", "forfeit: engine crashed (exit code 3): fake engine: dying on purpose"),
+        ("garbage", "forfeit: garbage answer to genmove: 'hello there'"),
+        ("nonsense", "forfeit: garbage answer to genmove: 'banana'"),
+        ("illegal", "forfeit: illegal move "),
+        ("offboard", "forfeit: illegal move Z25"),
+        ("hang", "forfeit: timeout: no answer to genmove within 2.5 s"),
+        ("refuse", "abort: engine refused legal move "),
+    ],
+)
+def test_a_broken_engine_loses_that_game_and_the_match_goes_on(
+    mode: str,
+    reason: str,
+    tmp_path: Path,
+    config5: Callable[..., Config],
+    fake_engine: Callable[..., str],
+) -> None:
+    cfg = config5("evaluation.match_timeout_s=2.5")
+    result = run_match(fake_engine(mode, tmp_path / "marker"), "random", 3, cfg,
+                       tmp_path / "sgf", tmp_path / "store", concurrent=1)  # fmt: skip
+    reasons = [r.outcome.reason for r in result.games]
+    assert reasons[0].startswith(reason), reasons
+    assert reasons[1:] == ["score", "score"]  # a fresh engine process played on
+    first = result.games[0].outcome
+    if reason.startswith("forfeit"):
+        assert first.winner == -first.first_color  # the engine (first player) lost
+        assert (result.summary.forfeits, result.summary.aborts) == (1, 0)
+    else:
+        assert first.winner is None and result.summary.aborts == 1
+    assert all(r.sgf is not None and r.sgf.exists() for r in result.games)
+
+
+def test_engine_processes_are_closed(
+    tmp_path: Path, cfg5: Config, fake_engine: Callable[..., str]
+) -> None:
+    player = make_player(fake_engine("good", tmp_path / "m"), cfg5)
+    assert isinstance(player, GtpPlayer)
+    outcomes = list(play_match(player, make_player("random", cfg5), 3, 5, 0.5, concurrent=3))
+    procs = [p.proc for p in player._procs.values()]
+    assert len(procs) == 3 and all(p.poll() is None for p in procs)
+    player.close()
+    assert all(p.poll() is not None for p in procs)
+    assert summarize(outcomes, player.name, "random").games == 3
+
+
+def test_gtp_player_as_a_gtp_player(
+    tmp_path: Path, cfg5: Config, fake_engine: Callable[..., str]
+) -> None:
+    player = make_player(fake_engine("good", tmp_path / "m"), cfg5)
+    game = Game(5, 0.5)
+    game.play(12)
+    try:
+        assert player.genmove(game, -1) == 25  # the fake engine passes
+        assert player.genmove(game, -1) == 25  # asked again: the game is replayed afresh
+    finally:
+        player.close()
+    assert player._procs == {}

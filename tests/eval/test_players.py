@@ -1,0 +1,107 @@
+"""Player specs (tasks.players) and the network players they build (model.players).
+
+A spec names a player everywhere (CLI, config, pipeline); bad ones fail with one line. The
+network players must play legal, reproducible games and answer GTP genmove in either colour.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tabula.arena import play_match
+from tabula.config import Config, load_config
+from tabula.go.game import Game
+from tabula.gtp import GtpEngine
+from tasks.players import PlayerSpecError, make_player
+
+# -- the spec grammar ---------------------------------------------------------------------
+
+
+def test_names_follow_the_spec(cfg5: Config, tiny_checkpoint: Path) -> None:
+    assert make_player("random", cfg5).name == "random"
+    assert make_player(f"raw:{tiny_checkpoint}", cfg5).name == "tiny:raw"
+    assert make_player(f"mcts:{tiny_checkpoint}", cfg5).name == "tiny"
+    bare = make_player(str(tiny_checkpoint), cfg5)
+    assert bare.name == "tiny" and bare.params.simulations == 8  # evaluation.simulations
+    searching = make_player(f"mcts:{tiny_checkpoint}@12", cfg5, simulations=5)
+    assert searching.name == "tiny@12" and searching.params.simulations == 12
+    assert make_player(str(tiny_checkpoint), cfg5, simulations=5).params.simulations == 5
+    assert searching.params.noise is False  # evaluation games: no Dirichlet noise
+
+
+def test_registry_specs_go_through_the_resolver(cfg5: Config, tiny_checkpoint: Path) -> None:
+    with pytest.raises(PlayerSpecError, match="resolver"):
+        make_player("models:/tabula-5x5@best", cfg5)
+    asked = []
+
+    def resolver(uri: str) -> Path:
+        asked.append(uri)
+        return tiny_checkpoint
+
+    assert make_player("models:/tabula-5x5@best", cfg5, resolver=resolver).name == "tiny"
+    player = make_player("mcts:models:/tabula-5x5@best@3", cfg5, resolver=resolver)
+    assert player.params.simulations == 3
+    assert make_player("raw:models:/tabula-5x5@best", cfg5, resolver=resolver).name == "tiny:raw"
+    assert asked == ["models:/tabula-5x5@best"] * 3
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("", "empty player spec"),
+        ("nosuchfile.pt", "no checkpoint file"),
+        ("mcts:/no/such.pt@100", "no checkpoint file"),
+        ("raw:{ckpt}@10", "no simulations"),
+        ("gtp:", "give the engine's command line"),
+        ("gtp:no-such-engine-xyz --mode gtp", "not found on PATH or in /usr/games"),
+        ("gtp:gnugo 'unclosed", "No closing quotation"),
+    ],
+)
+def test_bad_specs_fail_with_one_line(
+    spec: str, message: str, cfg5: Config, tiny_checkpoint: Path
+) -> None:
+    with pytest.raises(PlayerSpecError, match=message) as error:
+        make_player(spec.format(ckpt=tiny_checkpoint), cfg5)
+    assert "\n" not in str(error.value)
+
+
+def test_checkpoint_for_another_board_is_refused(tiny_checkpoint: Path) -> None:
+    with pytest.raises(ValueError, match="expected 9x9"):
+        make_player(f"raw:{tiny_checkpoint}", load_config(None))
+
+
+# -- network players ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["raw", "mcts"])
+def test_network_players_play_legal_games(kind: str, cfg5: Config, tiny_checkpoint: Path) -> None:
+    player = make_player(f"{kind}:{tiny_checkpoint}", cfg5, seed=1)
+    opponent = make_player("random", cfg5, seed=2)
+    outcomes = list(play_match(player, opponent, 4, 5, 0.5, concurrent=4))
+    assert [o.reason for o in outcomes] == ["score"] * 4  # no forfeit: every move was legal
+    for o in outcomes:
+        game = Game(5, 0.5)
+        for colour, move in o.moves:
+            game.play(move, colour)
+        assert game.is_over() and game.score() == o.score
+
+
+def test_players_answer_gtp_genmove(cfg5: Config, tiny_checkpoint: Path) -> None:
+    for spec in ("random", f"raw:{tiny_checkpoint}", f"mcts:{tiny_checkpoint}@4"):
+        engine = GtpEngine(make_player(spec, cfg5), size=5, komi=0.5)
+        assert engine.handle("play b C3") == "= \n\n"
+        for colour in ("w", "w"):  # the second asks out of turn: GTP allows it
+            response = engine.handle(f"genmove {colour}")
+            assert response is not None and response.startswith("= "), response
+        assert engine.game.move_number == 3
+
+
+def test_mcts_player_is_reproducible(cfg5: Config, tiny_checkpoint: Path) -> None:
+    def games(seed: int) -> list[tuple[tuple[int, int], ...]]:
+        player = make_player(f"mcts:{tiny_checkpoint}@8", cfg5, seed=seed)
+        opponent = make_player("random", cfg5, seed=7)
+        return [o.moves for o in play_match(player, opponent, 2, 5, 0.5, concurrent=2)]
+
+    assert games(1) == games(1)
