@@ -117,7 +117,7 @@ def selfplay(evaluate, params: SelfPlayParams, seconds: float, overlap: bool, se
 
 def sequential(evaluate, params: SelfPlayParams, seconds: float, seed: int):
     """One game, one leaf per network call, tree reuse, tau = 1 (moves do not matter here)."""
-    search = SearchParams(**{**params.search.__dict__, "leaves_per_game": 1})
+    search = SearchParams(params.search.config, noise=params.search.noise, leaves_per_game=1)
     m = BatchedMCTS(1, params.board_size, params.komi, search)
     rng = np.random.default_rng(seed)
     m.reset(0, rng)
@@ -133,7 +133,8 @@ def sequential(evaluate, params: SelfPlayParams, seconds: float, seed: int):
 def bench_config(name: str, cfg: Config, seconds: float, rounds: int, device: str) -> dict:
     N = cfg.rules.board_size
     params = SelfPlayParams.from_config(cfg)
-    batch = min(params.batch_size, params.concurrent_games * params.search.leaves_per_game)
+    L = params.search.config.leaves_per_game
+    batch = min(params.batch_size, params.concurrent_games * L)
     net = network_for(cfg, seed=0)
     evaluate = Evaluator(net, device=device)
     # Warm up: numba compile or cache load, torch's first calls at each batch shape (oneDNN
@@ -166,7 +167,7 @@ def bench_config(name: str, cfg: Config, seconds: float, rounds: int, device: st
         "batch": batch,
         "simulations": params.search.simulations,
         "concurrent_games": params.concurrent_games,
-        "leaves_per_game": params.search.leaves_per_game,
+        "leaves_per_game": L,
         "network_positions_per_s": wall["a"],
         "selfplay_evals_per_s": wall["b"],
         "selfplay_overlap_evals_per_s": wall["b2"],

@@ -292,7 +292,7 @@ def _run_halves(
 ) -> Iterator[GameRecord]:
     """Round-robin over slot groups: while one group's batch is in the network (in ``pool``,
     if given), the next group's backup, moves and selection run here."""
-    mcts, L = loop.mcts, loop.params.search.leaves_per_game
+    mcts, L = loop.mcts, loop.params.search.config.leaves_per_game
     leaves = [mcts.new_leaves(len(g) * L) for g in groups]
     pending: list[tuple[int, Future | tuple[np.ndarray, np.ndarray] | None]] = [
         (0, None) for _ in groups

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tabula.config import Config
+from tabula.config import Config, SearchConfig
 from tabula.features import NUM_PLANES, symmetry_permutations
 from tabula.go.board import EMPTY_HASH, REASONS, area_score, rules_context
 from tabula.go.game import Game
@@ -70,57 +70,82 @@ class SearchError(ValueError):
     """Bad search input: an illegal move to play, an evaluator answer of the wrong shape."""
 
 
-@dataclass(frozen=True)
-class SearchParams:
-    """Search settings (the `search` config section with the board-scaled defaults resolved).
+#: Dirichlet alpha when neither the caller nor the config sets one and no board is known
+#: (`SearchParams.from_config` resolves it for the board instead): the paper's 19x19 value.
+DEFAULT_ALPHA = 0.03
 
+
+@dataclass(frozen=True, init=False)
+class SearchParams:
+    """How `BatchedMCTS` searches: the config's `search` section, resolved, and the two
+    choices that are not configuration.
+
+    config: the `SearchConfig`, with ``dirichlet_alpha`` set (the board-scaled default
+    resolved) and ``simulations`` the count per move (a caller's override applied).
     noise: whether roots get Dirichlet noise (self-play yes; evaluation matches no).
     random_symmetry: evaluate each leaf under a random dihedral transform (paper: yes).
+
+    ``SearchParams(simulations=64, leaves_per_game=1)`` sets `SearchConfig` fields by name on
+    top of ``config`` (default: the config's defaults); the result is validated like a config.
     """
 
-    simulations: int = 32
-    c_puct: float = 1.25
-    fpu: float = 0.0
-    dirichlet_alpha: float = 0.03
-    dirichlet_epsilon: float = 0.25
-    leaves_per_game: int = 4
-    virtual_loss: float = 1.0
-    early_pass: bool = False
-    fill_own_eyes: bool = False
-    noise: bool = True
-    random_symmetry: bool = True
+    config: SearchConfig
+    noise: bool
+    random_symmetry: bool
+
+    def __init__(
+        self,
+        config: SearchConfig | None = None,
+        *,
+        noise: bool = True,
+        random_symmetry: bool = True,
+        **settings: object,
+    ) -> None:
+        config = SearchConfig() if config is None else config
+        if settings:
+            config = SearchConfig.model_validate(config.model_dump() | settings)
+        if config.dirichlet_alpha is None:
+            config = config.model_copy(update={"dirichlet_alpha": DEFAULT_ALPHA})
+        object.__setattr__(self, "config", config)
+        object.__setattr__(self, "noise", bool(noise))
+        object.__setattr__(self, "random_symmetry", bool(random_symmetry))
 
     @classmethod
     def from_config(
         cls, cfg: Config, *, simulations: int | None = None, noise: bool = True
     ) -> SearchParams:
-        s = cfg.search
-        return cls(
-            simulations=s.simulations if simulations is None else simulations,
-            c_puct=s.c_puct,
-            fpu=s.fpu,
-            dirichlet_alpha=s.alpha_for(cfg.rules.board_size),
-            dirichlet_epsilon=s.dirichlet_epsilon,
-            leaves_per_game=s.leaves_per_game,
-            virtual_loss=s.virtual_loss,
-            early_pass=s.early_pass,
-            fill_own_eyes=s.fill_own_eyes,
-            noise=noise,
-        )
+        """The config's search (alpha scaled to its board), ``simulations`` overriding."""
+        search = cfg.resolve().search
+        if simulations is not None:
+            search = search.model_copy(update={"simulations": simulations})
+        return cls(search, noise=noise)
+
+    @property
+    def simulations(self) -> int:
+        """Simulations per search (new visits below the root)."""
+        return self.config.simulations
+
+    @property
+    def dirichlet_alpha(self) -> float:
+        """The root noise's alpha (resolved: never None)."""
+        alpha = self.config.dirichlet_alpha
+        assert alpha is not None  # set by __init__
+        return alpha
 
     def knobs(self) -> Knobs:
         """These settings as the kernels take them (types fixed: numba compiles once)."""
+        c = self.config
         return Knobs(
-            per_game=int(self.leaves_per_game),
-            c_puct=float(self.c_puct),
-            fpu=float(self.fpu),
-            virtual_loss=float(self.virtual_loss),
-            random_symmetry=bool(self.random_symmetry),
-            early_pass=bool(self.early_pass),
-            fill_own_eyes=bool(self.fill_own_eyes),
-            noise=bool(self.noise),
-            alpha=float(self.dirichlet_alpha),
-            epsilon=float(self.dirichlet_epsilon),
+            per_game=int(c.leaves_per_game),
+            c_puct=float(c.c_puct),
+            fpu=float(c.fpu),
+            virtual_loss=float(c.virtual_loss),
+            random_symmetry=self.random_symmetry,
+            early_pass=bool(c.early_pass),
+            fill_own_eyes=bool(c.fill_own_eyes),
+            noise=self.noise,
+            alpha=self.dirichlet_alpha,
+            epsilon=float(c.dirichlet_epsilon),
         )
 
 
@@ -364,7 +389,7 @@ class BatchedMCTS:
         max_batch: most positions per ``evaluate`` call (a bigger gather is split)."""
         self.start(slots, simulations)
         active = self.unfinished(slots)
-        leaves = self.new_leaves(max(len(active), 1) * self.params.leaves_per_game)
+        leaves = self.new_leaves(max(len(active), 1) * self.knobs.per_game)
         while len(active):
             n = self.gather(active, leaves)
             if n:

@@ -153,10 +153,9 @@ def check_tree(m: BatchedMCTS, g: int, game: Game | None = None) -> None:
             assert int(t.hash[g, n]) == replay.position_hash
             assert t.to_play[g, n] == replay.to_play
             if state == EXPANDED:
-                assert (
-                    (t.P[g, n] >= 0)
-                    == search_mask(replay, m.params.early_pass, m.params.fill_own_eyes)
-                ).all(), n
+                c = m.params.config
+                legal = search_mask(replay, c.early_pass, c.fill_own_eyes)
+                assert ((t.P[g, n] >= 0) == legal).all(), n
             if state == TERMINAL:
                 assert replay.is_over()
                 assert t.value[g, n] == np.sign(replay.score()) * replay.to_play
