@@ -129,6 +129,7 @@ def shot(page, folder: Path, name: str) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.chromium
 def test_experiment_lists_the_run_and_its_iterations(
     ui, expected: Expected, screenshots: Path
 ) -> None:
@@ -169,6 +170,7 @@ def _chart(page, metric: str, run_name: str):
 
 
 @pytest.mark.slow
+@pytest.mark.chromium
 def test_run_pages_chart_elo_and_loss(ui, expected: Expected, screenshots: Path) -> None:
     exp = expected.experiment_id
     ui.goto(f"/#/experiments/{exp}/runs/{expected.parent_id}")
@@ -190,6 +192,7 @@ def test_run_pages_chart_elo_and_loss(ui, expected: Expected, screenshots: Path)
 
 
 @pytest.mark.slow
+@pytest.mark.chromium
 def test_run_page_shows_its_dataset_inputs(ui, expected: Expected, screenshots: Path) -> None:
     run_id, run_name = expected.loss_run
     name, digest, path = expected.dataset
@@ -207,6 +210,7 @@ def test_run_page_shows_its_dataset_inputs(ui, expected: Expected, screenshots: 
 
 
 @pytest.mark.slow
+@pytest.mark.chromium
 def test_model_registry_shows_the_champion(ui, expected: Expected, screenshots: Path) -> None:
     ui.goto("/#/")
     ui.get_by_role("link", name="Model registry").click()
