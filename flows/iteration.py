@@ -15,9 +15,10 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from flows.summary import iteration_artifact, selfplay_metrics
+from model.files import write_json
 from tabula.config import Config, parse_config
 from tasks import record, stages
-from tasks.layout import RunLayout, mark_done, read_json, stage_done, write_json
+from tasks.layout import RunLayout, mark_done, read_json, stage_done
 from tasks.lineage import IterationPlan, write_iteration_stages
 
 

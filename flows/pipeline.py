@@ -17,9 +17,10 @@ from prefect.runtime import flow_run
 
 from flows.iteration import iteration
 from flows.summary import with_final_ratings
+from model.files import write_json, write_text
 from tabula.config import Config, ConfigError, config_to_flat_dict, dump_config, parse_config
 from tasks import record, stages
-from tasks.layout import RunLayout, RunLock, read_json, stage_done, write_json, write_text
+from tasks.layout import RunLayout, RunLock, read_json, stage_done
 from tasks.lineage import write_init_stage
 from tasks.versioning import code_commit, ensure_repo
 

@@ -26,7 +26,6 @@ import copy
 import hashlib
 import os
 import pickle
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,15 +36,14 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
+from model.files import atomic_file
 from tabula.config import Config
 from tabula.errors import TabulaError, first_line
+from tabula.features import NUM_PLANES
+from tabula.go.coords import MAX_SIZE, MIN_SIZE
 
-#: Input planes per position: 8 + 8 history planes and the colour plane (paper, Methods).
-INPUT_PLANES = 17
 CHECKPOINT_FORMAT = "tabula-checkpoint"
 CHECKPOINT_FORMAT_VERSION = 1
-#: Board sizes the project supports (DESIGN.md, "Contracts").
-MIN_BOARD_SIZE, MAX_BOARD_SIZE = 5, 19
 
 
 class CheckpointError(TabulaError, ValueError):
@@ -85,7 +83,7 @@ class PolicyValueNet(nn.Module):
         self.value_hidden = value_hidden
         m = board_size * board_size
         self.stem = nn.Sequential(
-            nn.Conv2d(INPUT_PLANES, filters, 3, padding=1, bias=False),
+            nn.Conv2d(NUM_PLANES, filters, 3, padding=1, bias=False),
             nn.BatchNorm2d(filters),
             nn.ReLU(inplace=True),
         )
@@ -119,9 +117,9 @@ class PolicyValueNet(nn.Module):
 
 
 def _check_shape_args(board_size: int, blocks: int, filters: int, value_hidden: int) -> None:
-    if not MIN_BOARD_SIZE <= board_size <= MAX_BOARD_SIZE:
+    if not MIN_SIZE <= board_size <= MAX_SIZE:
         raise ValueError(
-            f"board_size must be in {MIN_BOARD_SIZE}..{MAX_BOARD_SIZE}, got {board_size}"
+            f"board_size must be in {MIN_SIZE}..{MAX_SIZE}, got {board_size}"
         )
     if blocks < 0 or filters < 1 or value_hidden < 1:
         raise ValueError(
@@ -190,7 +188,7 @@ def _check_plain(value: Any, where: str) -> None:
 
 
 def save_checkpoint(path: str | os.PathLike[str], net: PolicyValueNet, metadata: dict) -> Path:
-    """Write ``net`` and ``metadata`` to ``path`` atomically (temporary name, fsync, rename).
+    """Write ``net`` and ``metadata`` to ``path`` atomically (`model.files.atomic_file`).
 
     ``metadata`` must hold only str/int/float/bool/None/list/dict (ValueError otherwise), e.g.
     the parent checkpoint, data window hashes, params, commit and seed. Returns the path.
@@ -204,17 +202,8 @@ def save_checkpoint(path: str | os.PathLike[str], net: PolicyValueNet, metadata:
         "state_dict": {k: v.detach().to("cpu").contiguous() for k, v in net.state_dict().items()},
         "metadata": metadata,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as f:
+        torch.save(payload, f)
     return path
 
 

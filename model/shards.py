@@ -20,14 +20,13 @@ The file's schema metadata holds ``tabula.schema_version`` (``SCHEMA_VERSION``),
 ``tabula.board_size`` and ``tabula.metadata`` (the writer's JSON dict). Fixed-size types make
 reading a reshape of Arrow's buffers rather than a per-row conversion. Shards are written under a
 temporary name in the target folder and renamed, so a reader never sees half a file; a sha256
-sidecar (``model.shard_checks``) lets `validate_shard` catch a corrupt footer.
+sidecar (``<shard>.sha256``, `model.files`) lets `validate_shard` catch a corrupt footer.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from model.shard_checks import ShardError, file_sha256, verify_checksum, write_checksum
-from model.shard_checks import checksum_path as checksum_path  # re-exported: public API
-from tabula.errors import first_line
+from model.files import atomic_file, checksum_matches, checksum_path, write_checksum
+from tabula.errors import TabulaError, first_line
+from tabula.features import NUM_PLANES
 
 SCHEMA_VERSION = 1
-PLANES = 17
 _KEY_VERSION, _KEY_SIZE, _KEY_META = (
     b"tabula.schema_version",
     b"tabula.board_size",
@@ -58,6 +56,11 @@ _COLUMN_DTYPES = {  # numpy dtype of each non-plane column
     "model_id": np.str_,
     "resign_disabled": np.bool_,
 }
+
+
+class ShardError(TabulaError, ValueError):
+    """A shard is unreadable, foreign, of another schema version or board size, or its records
+    are malformed; the message is one line naming the file."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,7 +167,7 @@ def shard_schema(board_size: int, metadata: dict[str, Any] | None = None) -> pa.
 
 def packed_width(board_size: int) -> int:
     """Bytes per row of packed planes: ceil(17 * N * N / 8)."""
-    return (PLANES * board_size * board_size + 7) // 8
+    return (NUM_PLANES * board_size * board_size + 7) // 8
 
 
 def pack_planes(planes: np.ndarray) -> np.ndarray:
@@ -174,20 +177,20 @@ def pack_planes(planes: np.ndarray) -> np.ndarray:
 
 def unpack_planes(packed: np.ndarray, board_size: int) -> np.ndarray:
     """uint8[R, packed_width(N)] -> uint8[R, 17, N, N], vectorised over all rows."""
-    n_bits = PLANES * board_size * board_size
+    n_bits = NUM_PLANES * board_size * board_size
     bits = np.unpackbits(packed, axis=1, count=n_bits)
-    return bits.reshape(packed.shape[0], PLANES, board_size, board_size)
+    return bits.reshape(packed.shape[0], NUM_PLANES, board_size, board_size)
 
 
 def _check_records(records: ShardRecords, where: str) -> None:
     """Shapes, dtypes and value domains; one ShardError line for the first problem."""
     planes = records.planes
-    if not isinstance(planes, np.ndarray) or planes.ndim != 4 or planes.shape[1] != PLANES:
-        raise ShardError(f"{where}: planes must be uint8[R, {PLANES}, N, N]")
+    if not isinstance(planes, np.ndarray) or planes.ndim != 4 or planes.shape[1] != NUM_PLANES:
+        raise ShardError(f"{where}: planes must be uint8[R, {NUM_PLANES}, N, N]")
     r, n = planes.shape[0], planes.shape[2]
     if planes.shape[3] != n or planes.dtype != np.uint8:
         raise ShardError(
-            f"{where}: planes must be uint8[R, {PLANES}, N, N], got "
+            f"{where}: planes must be uint8[R, {NUM_PLANES}, N, N], got "
             f"{planes.dtype}{list(planes.shape)}"
         )
     for name, dtype in _COLUMN_DTYPES.items():
@@ -211,7 +214,7 @@ def _check_values(planes: np.ndarray, cols: _Columns, where: str) -> None:
     if not np.isin(cols.to_play, (-1, 1)).all():
         raise bad("to_play must be +1 (black) or -1 (white)")
     # Plane 16 is all ones iff black is to move (paper, Methods).
-    colour = planes[:, PLANES - 1].reshape(len(cols), planes.shape[2] * planes.shape[3])
+    colour = planes[:, NUM_PLANES - 1].reshape(len(cols), planes.shape[2] * planes.shape[3])
     black = cols.to_play == 1
     if not (colour[black] == 1).all() or not (colour[~black] == 0).all():
         raise bad("colour plane 16 disagrees with to_play (all ones iff black to move)")
@@ -229,9 +232,9 @@ def _check_values(planes: np.ndarray, cols: _Columns, where: str) -> None:
 def write_shard(
     path: str | os.PathLike[str], records: ShardRecords, metadata: dict[str, Any] | None = None
 ) -> Path:
-    """Write ``records`` (checked first) to ``path`` atomically: a temporary file in the same
-    folder, fsync, then ``os.replace``. ``metadata`` (JSON-serialisable) goes into the footer.
-    Returns the path. Raises ShardError for malformed records; leaves no temporary file behind.
+    """Write ``records`` (checked first) to ``path`` atomically (`model.files.atomic_file`),
+    then its sha256 sidecar. ``metadata`` (JSON-serialisable) goes into the footer. Returns the
+    path. Raises ShardError for malformed records; leaves no temporary file behind.
     """
     path = Path(path)
     _check_records(records, str(path))
@@ -240,26 +243,16 @@ def write_shard(
     except TypeError as e:
         raise ShardError(f"{path}: metadata is not JSON-serialisable ({e})") from None
     table = pa.Table.from_arrays(_to_arrow(records, schema), schema=schema)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            pq.write_table(
-                table,
-                f,
-                row_group_size=_ROW_GROUP_ROWS,
-                compression="zstd",
-                use_dictionary=["game_id", "model_id"],
-                write_page_checksum=True,
-            )
-            f.flush()
-            os.fsync(f.fileno())
-        digest = file_sha256(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    write_checksum(path, digest)
+    with atomic_file(path) as f:
+        pq.write_table(
+            table,
+            f,
+            row_group_size=_ROW_GROUP_ROWS,
+            compression="zstd",
+            use_dictionary=["game_id", "model_id"],
+            write_page_checksum=True,
+        )
+    write_checksum(path)
     return path
 
 
@@ -372,7 +365,11 @@ def validate_shard(path: str | os.PathLike[str], expect_board_size: int | None =
     path = Path(path)
     pf, info = _open(path, verify_pages=True)
     _check_board_size(info, expect_board_size)
-    verify_checksum(path)
+    if not checksum_matches(path):
+        raise ShardError(
+            f"{path}: content differs from its recorded sha256 ({checksum_path(path).name}): "
+            "the file is corrupt"
+        )
     rows = 0
     for g in range(info.num_row_groups):
         try:

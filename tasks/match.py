@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Generator
 from contextlib import closing
 from dataclasses import asdict, dataclass
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from model.files import write_bytes, write_text
 from tabula.arena import (
     ArenaError,
     EndReason,
@@ -118,19 +118,6 @@ def sgf_result(outcome: GameOutcome) -> str:
     return result_string(outcome.score, outcome.winner)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write through a temporary file in the same folder and one rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_sgf(outcome: GameOutcome, sgf_dir: Path, match_id: str) -> Path:
     """Save one game as ``<sgf_dir>/<match_id>-<index>.sgf`` (atomically); returns the path."""
     comments = {} if outcome.end is EndReason.SCORE else {0: outcome.reason}
@@ -148,7 +135,7 @@ def write_sgf(outcome: GameOutcome, sgf_dir: Path, match_id: str) -> Path:
         },
     )
     path = sgf_dir / f"{match_id}-{outcome.index:04d}.sgf"
-    write_atomic(path, data)
+    write_bytes(path, data)
     return path
 
 
@@ -377,4 +364,4 @@ def write_evidence(
             r.row(match_id, None) | {"candidate_color": r.outcome.first_color} for r in records
         ],
     }
-    write_atomic(path, (json.dumps(evidence, indent=2) + "\n").encode("utf-8"))
+    write_text(path, json.dumps(evidence, indent=2) + "\n")

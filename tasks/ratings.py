@@ -1,9 +1,9 @@
 """The results store: every rated game of every match, the Elo table and the Elo curve.
 
 Layout: a directory with one JSON-lines file per match, ``<match_id>.jsonl``, one game per line.
-Each file is only ever replaced whole (written to a hidden temporary name in the same
-directory, fsynced, then ``os.replace``d), so a crash leaves either the old or the new file and
-never a half-written table. Appending to a match rewrites its file; one writer per match.
+Each file is only ever replaced whole (`model.files`: a hidden temporary name in the same
+directory, fsynced, then renamed), so a crash leaves either the old or the new file and never a
+half-written table. Appending to a match rewrites its file; one writer per match.
 
 Row columns (``COLUMNS``):
     match_id   str, letters, digits, ".", "_", "-" (it names the file)
@@ -31,12 +31,12 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from model.files import write_bytes, write_text
 from tabula.elo import DEFAULT_ANCHOR, GameResult, fit_ratings
 from tabula.errors import TabulaError
 
@@ -123,20 +123,6 @@ def _read_match(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a hidden temporary file and one rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def append_results(store: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> Path:
     """Add result rows to the store directory (created if needed); returns the directory.
 
@@ -163,7 +149,7 @@ def append_results(store: str | os.PathLike[str], rows: Iterable[Mapping[str, An
                 merged = [old for old in merged if old["game"] != row["game"]]
             merged.append(row)
         lines = "".join(json.dumps(row, sort_keys=False) + "\n" for row in merged)
-        _write_atomic(path, lines.encode("utf-8"))
+        write_text(path, lines)
     return store_dir
 
 
@@ -259,5 +245,5 @@ def plot_elo_curve(
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
-    _write_atomic(out, buffer.getvalue())
+    write_bytes(out, buffer.getvalue())
     return out

@@ -18,7 +18,6 @@ shards (``overlap`` must then be the same too: it changes the network batches).
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from model.evaluator import Evaluator
+from model.files import write_bytes
 from model.network import PolicyValueNet, load_checkpoint, network_for, weights_sha256
 from model.shards import ShardRecords, write_shard
 from tabula.config import Config
@@ -226,18 +226,5 @@ class _Writer:
             comments=comments,
         )  # fmt: skip
         path = self.out / "sgf" / f"{self.game_id(r)}.sgf"
-        _write_atomic(path, data)
+        write_bytes(path, data)
         self.sgfs.append(path)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary file in the same folder, then rename: never half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

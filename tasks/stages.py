@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 from prefect import task
 
+from model.files import write_json
 from tabula.config import Config
 from tabula.errors import TabulaError
-from tasks.layout import RunLayout, mark_done, reset_dir, stage_done, write_json
+from tasks.layout import RunLayout, mark_done, reset_dir, stage_done
 from tasks.progress import counter, report
 
 

@@ -21,9 +21,7 @@ With ``training.deterministic`` the same inputs and seed give bit-identical weig
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import subprocess
 import time
 import warnings
@@ -39,6 +37,7 @@ from pytorch_lightning.callbacks import Callback, TQDMProgressBar
 from pytorch_lightning.loggers import MLFlowLogger
 
 from model.datamodule import ShardDataModule
+from model.files import atomic_path, file_sha256
 from model.network import CheckpointError, load_checkpoint, save_checkpoint, weights_sha256
 from model.system import AlphaZeroSystem
 from tabula.config import Config
@@ -115,19 +114,9 @@ class _StepReport(Callback):
 
 
 def _save_trainer(trainer: pl.Trainer, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    # weights_only=False here means "with optimizer and loop state", what a resume needs.
-    trainer.save_checkpoint(tmp, weights_only=False)
-    os.replace(tmp, path)
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    with atomic_path(path) as tmp:
+        # weights_only=False here means "with optimizer and loop state", what a resume needs.
+        trainer.save_checkpoint(tmp, weights_only=False)
 
 
 def _git_commit() -> str | None:

@@ -30,8 +30,8 @@ from typing import Any
 
 import yaml
 
+from model.files import write_text
 from tabula.errors import TabulaError
-from tasks.layout import write_text
 
 RUN_BRANCH_PREFIX = "tabula/runs/"
 _GIT_IDENTITY = {

@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from model.datamodule import synthetic_records
+from model.files import file_sha256
 from model.network import load_checkpoint, make_network, save_checkpoint, weights_sha256
 from model.shards import ShardError, write_shard
 from tabula.config import load_config
-from tasks.train import TrainError, file_sha256, train_stage
+from tasks.train import TrainError, train_stage
 
 N = 5
 OVERRIDES = [
