@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model.evaluator import Evaluator  # noqa: E402
 from model.network import fold_batch_norm, make_network  # noqa: E402
+from tabula.features import NUM_PLANES  # noqa: E402
 
 SHAPES = [  # (name, N, blocks, filters, batch)
     ("9x9 6x64 b128", 9, 6, 64, 128),
@@ -48,7 +49,8 @@ def _autocast(fn: Callable, x: torch.Tensor) -> Callable[[], object]:
 def build_paths(n: int, blocks: int, filters: int, batch: int, compile_: bool) -> dict:
     """name -> (zero-argument callable doing one batch, compile seconds or None)."""
     net = make_network(n, blocks, filters, seed=0).eval()
-    x = (torch.rand(batch, 17, n, n, generator=torch.Generator().manual_seed(0)) < 0.3).float()
+    noise = torch.rand(batch, NUM_PLANES, n, n, generator=torch.Generator().manual_seed(0))
+    x = (noise < 0.3).float()
     cl = copy.deepcopy(net).to(memory_format=torch.channels_last)
     xc = x.contiguous(memory_format=torch.channels_last)
     folded = fold_batch_norm(net).to(memory_format=torch.channels_last)
@@ -69,7 +71,7 @@ def build_paths(n: int, blocks: int, filters: int, batch: int, compile_: bool) -
             with torch.inference_mode():
                 run()
             paths[name] = (run, time.perf_counter() - t0)
-    planes = (np.random.default_rng(0).random((batch, 17, n, n)) < 0.3).astype(np.uint8)
+    planes = (np.random.default_rng(0).random((batch, NUM_PLANES, n, n)) < 0.3).astype(np.uint8)
     ev = Evaluator(net, device="cpu", precision="auto", compile=False)
     rng = np.random.default_rng(1)
     paths["Evaluator(auto) incl. numpy + symmetries"] = (lambda: ev(planes, rng), None)

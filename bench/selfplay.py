@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from model.evaluator import Evaluator  # noqa: E402
 from model.network import network_for  # noqa: E402
 from tabula.config import Config, load_config  # noqa: E402
+from tabula.features import NUM_PLANES  # noqa: E402
 from tabula.mcts import BatchedMCTS, SearchParams  # noqa: E402
 from tabula.selfplay import SelfPlayParams, play_games  # noqa: E402
 
@@ -93,7 +94,7 @@ class Clock:
 
 
 def network_alone(evaluate, N: int, batch: int, seconds: float) -> tuple[float, float]:
-    planes = (np.random.default_rng(0).random((batch, 17, N, N)) < 0.3).astype(np.uint8)
+    planes = (np.random.default_rng(0).random((batch, NUM_PLANES, N, N)) < 0.3).astype(np.uint8)
     clock, n = Clock(), 0
     while clock.elapsed() < seconds:
         evaluate(planes, None)

@@ -31,8 +31,9 @@ from typing import Literal
 import numpy as np
 import torch
 
-from model.network import INPUT_PLANES, PolicyValueNet, fold_batch_norm
+from model.network import PolicyValueNet, fold_batch_norm
 from tabula.features import (
+    NUM_PLANES,
     NUM_SYMMETRIES,
     inverse_symmetry,
     inverse_symmetry_permutations,
@@ -125,9 +126,9 @@ class Evaluator:
     ) -> tuple[np.ndarray, np.ndarray]:
         n = self.board_size
         planes = np.asarray(planes)
-        if planes.ndim != 4 or planes.shape[1:] != (INPUT_PLANES, n, n):
+        if planes.ndim != 4 or planes.shape[1:] != (NUM_PLANES, n, n):
             raise EvaluatorInputError(
-                f"planes must have shape [B, {INPUT_PLANES}, {n}, {n}], got {planes.shape}"
+                f"planes must have shape [B, {NUM_PLANES}, {n}, {n}], got {planes.shape}"
             )
         if planes.dtype not in (np.uint8, np.float32, np.bool_):
             raise EvaluatorInputError(f"planes must be uint8 or float32, got {planes.dtype}")
@@ -174,13 +175,9 @@ class UniformEvaluator:
         self, planes: np.ndarray, rng: np.random.Generator | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         planes = np.asarray(planes)
-        if (
-            planes.ndim != 4
-            or planes.shape[1] != INPUT_PLANES
-            or planes.shape[2] != planes.shape[3]
-        ):
+        if planes.ndim != 4 or planes.shape[1] != NUM_PLANES or planes.shape[2] != planes.shape[3]:
             raise EvaluatorInputError(
-                f"planes must have shape [B, {INPUT_PLANES}, N, N], got {planes.shape}"
+                f"planes must have shape [B, {NUM_PLANES}, N, N], got {planes.shape}"
             )
         b, m = planes.shape[0], planes.shape[2] * planes.shape[3]
         return np.full((b, m + 1), 1.0 / (m + 1), np.float32), np.zeros(b, np.float32)

@@ -39,13 +39,11 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval
 from model.files import atomic_file
 from tabula.config import Config
 from tabula.errors import TabulaError, first_line
+from tabula.features import NUM_PLANES
+from tabula.go.coords import MAX_SIZE, MIN_SIZE
 
-#: Input planes per position: 8 + 8 history planes and the colour plane (paper, Methods).
-INPUT_PLANES = 17
 CHECKPOINT_FORMAT = "tabula-checkpoint"
 CHECKPOINT_FORMAT_VERSION = 1
-#: Board sizes the project supports (DESIGN.md, "Contracts").
-MIN_BOARD_SIZE, MAX_BOARD_SIZE = 5, 19
 
 
 class CheckpointError(TabulaError, ValueError):
@@ -85,7 +83,7 @@ class PolicyValueNet(nn.Module):
         self.value_hidden = value_hidden
         m = board_size * board_size
         self.stem = nn.Sequential(
-            nn.Conv2d(INPUT_PLANES, filters, 3, padding=1, bias=False),
+            nn.Conv2d(NUM_PLANES, filters, 3, padding=1, bias=False),
             nn.BatchNorm2d(filters),
             nn.ReLU(inplace=True),
         )
@@ -119,10 +117,8 @@ class PolicyValueNet(nn.Module):
 
 
 def _check_shape_args(board_size: int, blocks: int, filters: int, value_hidden: int) -> None:
-    if not MIN_BOARD_SIZE <= board_size <= MAX_BOARD_SIZE:
-        raise ValueError(
-            f"board_size must be in {MIN_BOARD_SIZE}..{MAX_BOARD_SIZE}, got {board_size}"
-        )
+    if not MIN_SIZE <= board_size <= MAX_SIZE:
+        raise ValueError(f"board_size must be in {MIN_SIZE}..{MAX_SIZE}, got {board_size}")
     if blocks < 0 or filters < 1 or value_hidden < 1:
         raise ValueError(
             f"need blocks >= 0, filters >= 1, value_hidden >= 1; got {blocks}, {filters}, "

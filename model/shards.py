@@ -37,9 +37,9 @@ import pyarrow.parquet as pq
 
 from model.files import atomic_file, checksum_matches, checksum_path, write_checksum
 from tabula.errors import TabulaError, first_line
+from tabula.features import NUM_PLANES
 
 SCHEMA_VERSION = 1
-PLANES = 17
 _KEY_VERSION, _KEY_SIZE, _KEY_META = (
     b"tabula.schema_version",
     b"tabula.board_size",
@@ -167,7 +167,7 @@ def shard_schema(board_size: int, metadata: dict[str, Any] | None = None) -> pa.
 
 def packed_width(board_size: int) -> int:
     """Bytes per row of packed planes: ceil(17 * N * N / 8)."""
-    return (PLANES * board_size * board_size + 7) // 8
+    return (NUM_PLANES * board_size * board_size + 7) // 8
 
 
 def pack_planes(planes: np.ndarray) -> np.ndarray:
@@ -177,20 +177,20 @@ def pack_planes(planes: np.ndarray) -> np.ndarray:
 
 def unpack_planes(packed: np.ndarray, board_size: int) -> np.ndarray:
     """uint8[R, packed_width(N)] -> uint8[R, 17, N, N], vectorised over all rows."""
-    n_bits = PLANES * board_size * board_size
+    n_bits = NUM_PLANES * board_size * board_size
     bits = np.unpackbits(packed, axis=1, count=n_bits)
-    return bits.reshape(packed.shape[0], PLANES, board_size, board_size)
+    return bits.reshape(packed.shape[0], NUM_PLANES, board_size, board_size)
 
 
 def _check_records(records: ShardRecords, where: str) -> None:
     """Shapes, dtypes and value domains; one ShardError line for the first problem."""
     planes = records.planes
-    if not isinstance(planes, np.ndarray) or planes.ndim != 4 or planes.shape[1] != PLANES:
-        raise ShardError(f"{where}: planes must be uint8[R, {PLANES}, N, N]")
+    if not isinstance(planes, np.ndarray) or planes.ndim != 4 or planes.shape[1] != NUM_PLANES:
+        raise ShardError(f"{where}: planes must be uint8[R, {NUM_PLANES}, N, N]")
     r, n = planes.shape[0], planes.shape[2]
     if planes.shape[3] != n or planes.dtype != np.uint8:
         raise ShardError(
-            f"{where}: planes must be uint8[R, {PLANES}, N, N], got "
+            f"{where}: planes must be uint8[R, {NUM_PLANES}, N, N], got "
             f"{planes.dtype}{list(planes.shape)}"
         )
     for name, dtype in _COLUMN_DTYPES.items():
@@ -214,7 +214,7 @@ def _check_values(planes: np.ndarray, cols: _Columns, where: str) -> None:
     if not np.isin(cols.to_play, (-1, 1)).all():
         raise bad("to_play must be +1 (black) or -1 (white)")
     # Plane 16 is all ones iff black is to move (paper, Methods).
-    colour = planes[:, PLANES - 1].reshape(len(cols), planes.shape[2] * planes.shape[3])
+    colour = planes[:, NUM_PLANES - 1].reshape(len(cols), planes.shape[2] * planes.shape[3])
     black = cols.to_play == 1
     if not (colour[black] == 1).all() or not (colour[~black] == 0).all():
         raise bad("colour plane 16 disagrees with to_play (all ones iff black to move)")

@@ -31,6 +31,7 @@ from typing import Protocol, TextIO
 import numpy as np
 
 from tabula.go import coords
+from tabula.go.coords import MAX_SIZE, MIN_SIZE
 from tabula.go.game import Game, IllegalMoveError
 from tabula.sgf import result_string
 
@@ -39,7 +40,6 @@ RESIGN = -1
 
 ENGINE_NAME = "tabula"
 ENGINE_VERSION = "0.1.0"
-MIN_SIZE, MAX_SIZE = coords.MIN_SIZE, coords.MAX_SIZE
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # spec 2.3: all but HT (\x09) and LF (\x0a)
 _ID = re.compile(r"[0-9]+")

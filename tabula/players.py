@@ -13,24 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from tabula.arena import Failure, MoveRequest
+from tabula.go.board import own_eyes
 from tabula.go.game import Game
 from tabula.gtp import Player
-
-
-def own_eyes(board: np.ndarray, color: int) -> np.ndarray:
-    """Single-point eyes of `color`: empty points whose on-board neighbours are all `color`.
-
-    board: int8[N, N] (+1 black, -1 white, 0 empty). Returns bool[N, N]. The board edge
-    counts as `color`, so a corner needs two stones. Diagonals are not looked at.
-    """
-    padded = np.pad(board, 1, constant_values=color)
-    surrounded = (
-        (padded[:-2, 1:-1] == color)
-        & (padded[2:, 1:-1] == color)
-        & (padded[1:-1, :-2] == color)
-        & (padded[1:-1, 2:] == color)
-    )
-    return (board == 0) & surrounded
 
 
 class RandomPlayer:

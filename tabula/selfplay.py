@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tabula.config import Config
+from tabula.features import NUM_PLANES
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, Evaluate, SearchParams, evaluate_in_chunks
 from tabula.resign import ResignTrace
@@ -108,7 +109,7 @@ class GameRecord:
     def planes(self) -> np.ndarray:
         """uint8[T, 17, N, N]: the network input at each position (replayed with `Game`)."""
         game = Game(self.board_size, self.komi)
-        out = np.empty((self.length, 17, self.board_size, self.board_size), dtype=np.uint8)
+        out = np.empty((self.length, NUM_PLANES, self.board_size, self.board_size), dtype=np.uint8)
         for t, move in enumerate(self.moves):
             out[t] = game.features()
             game.play(int(move))

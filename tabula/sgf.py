@@ -21,9 +21,9 @@ from sgfmill import sgf  # type: ignore[import-untyped]
 
 from tabula.errors import TabulaError
 from tabula.go import coords
+from tabula.go.coords import MAX_SIZE, MIN_SIZE
 from tabula.go.game import Game, IllegalMoveError
 
-MIN_SIZE, MAX_SIZE = coords.MIN_SIZE, coords.MAX_SIZE
 _COLOUR_PROP = {1: "B", -1: "W"}
 _PROP_COLOUR = {"b": 1, "w": -1}
 

@@ -56,6 +56,15 @@ n_path: int, out: bool[M+1]) -> int``
     Tromp-Taylor area: (black stones + empty points reaching only black) minus the same
     for white. The caller subtracts komi.
 
+``fills_own_eye(board, p: int, color: int, nbr) -> bool``
+    Whether every on-board neighbour of point ``p`` is ``color``: playing the empty ``p``
+    would fill a single-point eye of ``color`` (the edge counts as ``color``, diagonals are
+    not looked at). The one own-eye rule: the search's move pruning and the random player's
+    ``own_eyes`` (below) both use it.
+
+``own_eyes(board: int8[N, N], color: int) -> bool[N, N]`` (Python)
+    The empty points that are single-point eyes of ``color``.
+
 The superko sets are ``hashset.py``'s (``hashset_new(n) -> uint64[K]`` in Python or
 ``hashset_new_njit(n)`` in numba; ``hashset_insert(table, h: uint64) -> bool`` (True if
 new), ``hashset_contains(table, h) -> bool``, ``hashset_remove(table, h) -> bool``). Pass
@@ -365,3 +374,32 @@ def area_score(board, nbr) -> int:
         elif reach_white and not reach_black:
             score -= n
     return score
+
+
+@njit(cache=True, nogil=True)
+def fills_own_eye(board, p, color, nbr) -> bool:
+    """Every on-board neighbour of ``p`` is ``color`` (see the module docstring)."""
+    for k in range(4):
+        q = nbr[p, k]
+        if q >= 0 and board[q] != color:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _own_eye_points(board, color, nbr, out) -> None:
+    for p in range(board.shape[0]):
+        out[p] = board[p] == 0 and fills_own_eye(board, p, color, nbr)
+
+
+def own_eyes(board: np.ndarray, color: int) -> np.ndarray:
+    """Single-point eyes of ``color``: empty points whose on-board neighbours are all ``color``.
+
+    board: int8[N, N] (+1 black, -1 white, 0 empty). Returns bool[N, N]. The board edge
+    counts as ``color``, so a corner needs two stones. Diagonals are not looked at.
+    """
+    N = board.shape[0]
+    flat = np.ascontiguousarray(board, dtype=np.int8).reshape(N * N)
+    out = np.empty(N * N, dtype=np.bool_)
+    _own_eye_points(flat, int(color), rules_context(N).neighbors, out)
+    return out.reshape(N, N)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tabula.errors import TabulaError
-from tabula.features import fill_planes
+from tabula.features import HISTORY, NUM_PLANES, fill_planes
 from tabula.go.board import (
     EMPTY_HASH,
     LEGAL,
@@ -190,7 +190,7 @@ class Game:
 
     # -- network input -----------------------------------------------------------------
 
-    def recent_boards(self, k: int = 8) -> np.ndarray:
+    def recent_boards(self, k: int = HISTORY) -> np.ndarray:
         """int8[k, N*N]: the board now, one move ago, ...; zeros before the game start."""
         out = np.zeros((k, self._ctx.M), dtype=np.int8)
         for t, b in enumerate(reversed(self._boards[-k:])):
@@ -199,8 +199,8 @@ class Game:
 
     def features(self) -> np.ndarray:
         """uint8[17, N, N] planes from the side to move's view (``tabula.features``)."""
-        out = np.empty((17, self.size, self.size), dtype=np.uint8)
-        fill_planes(self.recent_boards(8), self.to_play, out)
+        out = np.empty((NUM_PLANES, self.size, self.size), dtype=np.uint8)
+        fill_planes(self.recent_boards(HISTORY), self.to_play, out)
         return out
 
     def __repr__(self) -> str:

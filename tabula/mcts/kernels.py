@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit
 
 from tabula.features import HISTORY, fill_planes
-from tabula.go.board import area_score, legal_mask, play_move
+from tabula.go.board import area_score, fills_own_eye, legal_mask, play_move
 from tabula.mcts.random import gamma, next_u64
 from tabula.mcts.trees import EXPANDED, FULL, TERMINAL, UNEXPANDED
 
@@ -281,16 +281,6 @@ def undo_collisions(t, leaves, vl) -> None:
 
 
 @njit(cache=True, nogil=True)
-def _fills_own_eye(board, p, color, nbr) -> bool:
-    """An empty point whose on-board neighbours are all ``color`` (diagonals not checked)."""
-    for k in range(4):
-        q = nbr[p, k]
-        if q >= 0 and board[q] != color:
-            return False
-    return True
-
-
-@njit(cache=True, nogil=True)
 def _restrict_pass(board, color, passes, mask, nbr) -> int:
     """Without early passes, pass stays legal only after the opponent passed or when every
     other legal move fills one's own eye. Returns the change in the legal-move count."""
@@ -298,7 +288,7 @@ def _restrict_pass(board, color, passes, mask, nbr) -> int:
     if passes > 0 or not mask[M]:
         return 0
     for p in range(M):
-        if mask[p] and not _fills_own_eye(board, p, color, nbr):
+        if mask[p] and not fills_own_eye(board, p, color, nbr):
             mask[M] = False
             return -1
     return 0
@@ -310,7 +300,7 @@ def _drop_own_eye_fills(board, color, mask, nbr) -> int:
     Returns the change in the legal-move count."""
     removed = 0
     for p in range(board.shape[0]):
-        if mask[p] and _fills_own_eye(board, p, color, nbr):
+        if mask[p] and fills_own_eye(board, p, color, nbr):
             mask[p] = False
             removed += 1
     return -removed
