@@ -45,6 +45,7 @@ from tabula.errors import TabulaError
 from tabula.go import coords
 from tabula.go.game import Game
 from tabula.gtp import RESIGN
+from tabula.openings import Opening, opening_for_game
 
 
 class ArenaError(TabulaError):
@@ -263,6 +264,7 @@ def play_match(
     alternate: bool = True,
     start: int = 0,
     seen: dict[tuple[int, ...], int] | None = None,
+    openings: Sequence[Opening] | None = None,
 ) -> Generator[GameOutcome, None, None]:
     """Play `games` games between two players; yields each outcome in game order.
 
@@ -270,7 +272,10 @@ def play_match(
     in odd ones (always Black if not `alternate`). At most `concurrent` games run at once (also
     capped by each player's `max_concurrent`); a finished game's slot takes the next game.
     seen: move sequences of earlier games -> their index, shared by the calls of one match
-    (for `GameOutcome.duplicate_of`). Raises ArenaError for bad arguments.
+    (for `GameOutcome.duplicate_of`). openings: game i starts after the moves of
+    ``opening_for_game(openings, i)`` (`tabula.openings`: games 2k and 2k+1 share one, colours
+    swapped), which are part of its record; None starts every game from the empty board.
+    Raises ArenaError for bad arguments.
     """
     if games < 1:
         raise ArenaError(f"a match needs at least 1 game, got {games}")
@@ -286,7 +291,12 @@ def play_match(
         while next_yield < start + games:
             while free and next_index < start + games:
                 first_color = 1 if (next_index % 2 == 0 or not alternate) else -1
-                live.append(_start(next_index, free.pop(), first, second, first_color, size, komi))
+                opening = opening_for_game(openings, next_index) if openings else ()
+                live.append(
+                    _start(
+                        next_index, free.pop(), (first, second), first_color, size, komi, opening
+                    )
+                )
                 next_index += 1
             _round(first, second, live)
             for g in [g for g in live if g.done]:
@@ -305,15 +315,18 @@ def play_match(
 def _start(
     index: int,
     slot: int,
-    first: ArenaPlayer,
-    second: ArenaPlayer,
+    pair: tuple[ArenaPlayer, ArenaPlayer],
     first_color: int,
     size: int,
     komi: float,
+    opening: Opening,
 ) -> _Live:
     game = Game(size=size, komi=komi)
-    players = {first_color: first, -first_color: second}
+    players = {first_color: pair[0], -first_color: pair[1]}
     live = _Live(index=index, slot=slot, game=game, players=players, first_color=first_color)
+    for move in opening:
+        live.moves.append((game.to_play, move))
+        game.play(move)
     for color in (1, -1):
         failure = players[color].start_game(slot, game, color)
         if failure is not None and not live.done:
@@ -352,6 +365,10 @@ class MatchSummary:
     games: games played, aborted ones included; aborts: games without a result.
     forfeits: games ended by a forfeit (either side). duplicates: games that repeated an
     earlier game's move sequence. score: (wins + draws / 2) / games with a result (0 if none).
+    scored: games that ended by score; mean_margin: their mean Tromp-Taylor margin with komi
+    from the first player's side (points ahead; None when no game was scored). It moves long
+    before the first win does (issue 14); resigned and forfeited games have no final score and
+    are not in it.
     """
 
     first: str
@@ -367,6 +384,8 @@ class MatchSummary:
     wins_as_white: int
     duplicates: int
     mean_moves: float
+    scored: int
+    mean_margin: float | None
 
     @property
     def score(self) -> float:
@@ -377,6 +396,7 @@ class MatchSummary:
 def summarize(outcomes: Sequence[GameOutcome], first: str, second: str) -> MatchSummary:
     """Totals over a match's outcomes from the first player's side."""
     results = [o.first_result for o in outcomes]
+    margins = [o.score * o.first_color for o in outcomes if o.score is not None]
     return MatchSummary(
         first=first,
         second=second,
@@ -391,4 +411,6 @@ def summarize(outcomes: Sequence[GameOutcome], first: str, second: str) -> Match
         wins_as_white=sum(o.first_result == 1.0 and o.first_color == -1 for o in outcomes),
         duplicates=sum(o.duplicate_of is not None for o in outcomes),
         mean_moves=float(np.mean([len(o.moves) for o in outcomes])) if outcomes else 0.0,
+        scored=len(margins),
+        mean_margin=float(np.mean(margins)) if margins else None,
     )

@@ -27,6 +27,7 @@ from tabula.arena import (
 from tabula.config import Config
 from tabula.go.game import Game
 from tabula.gtp import RESIGN
+from tabula.openings import opening_set
 from tabula.players import RandomPlayer, SequentialPlayer, own_eyes
 from tabula.sgf import read_sgf, replay
 from tasks.match import GATE_FILE, MatchError, run_gate, run_match, sgf_result
@@ -112,6 +113,34 @@ def test_two_deterministic_players_repeat_every_game_but_the_colour_pair() -> No
     outcomes = list(play_match(first, second, 6, 5, 0.5, concurrent=4))
     assert [o.duplicate_of for o in outcomes] == [None, None, 0, 1, 0, 1]
     assert summarize(outcomes, "first", "last").duplicates == 4
+
+
+def test_openings_make_deterministic_players_play_different_games() -> None:
+    first = SequentialPlayer(FirstLegalPlayer(), "first")
+    second = SequentialPlayer(FirstLegalPlayer(highest=True), "last")
+    openings = opening_set(7, 4, 2, seed=0)
+    outcomes = list(play_match(first, second, 8, 7, 0.5, concurrent=3, openings=openings))
+    assert summarize(outcomes, "first", "last").duplicates == 0
+    for o in outcomes:  # game i starts with opening i // 2, recorded as its first moves
+        opening = openings[o.index // 2]
+        assert tuple(m for _, m in o.moves[: len(opening)]) == opening
+        assert [c for c, _ in o.moves[:2]] == [1, -1]
+        game = Game(7, 0.5)
+        for colour, move in o.moves:
+            game.play(move, colour)
+        assert game.is_over() and game.score() == o.score
+
+
+def test_the_mean_margin_is_from_the_first_players_side_over_scored_games() -> None:
+    first, second = random_player("a", 7), random_player("b", 8)
+    outcomes = list(play_match(first, second, 6, 5, 7.5, concurrent=2))
+    s = summarize(outcomes, "a", "b")
+    margins = [o.score if o.first_color == 1 else -o.score for o in outcomes]
+    assert s.scored == 6 and s.mean_margin == pytest.approx(np.mean(margins))
+    resigned = Scripted("quits", {0: RESIGN})
+    o = list(play_match(resigned, random_player("c", 1), 1, 5, 7.5, alternate=False))
+    s = summarize(o, "quits", "c")
+    assert s.scored == 0 and s.mean_margin is None and s.resignations == 1
 
 
 def test_random_players_never_repeat_a_game() -> None:
