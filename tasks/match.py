@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -42,6 +42,7 @@ from tabula.arena import (
 from tabula.config import Config
 from tabula.errors import TabulaError
 from tabula.gating import Gate, GateConfig, GateDecision
+from tabula.openings import Opening
 from tabula.sgf import game_to_sgf, result_string
 from tasks.players import Resolver, make_player
 from tasks.ratings import append_results
@@ -189,6 +190,7 @@ def _games(
     alternate: bool,
     start: int = 0,
     seen: dict[tuple[int, ...], int] | None = None,
+    openings: Sequence[Opening] | None = None,
 ) -> Generator[GameRecord, None, None]:
     """Play games through the arena, recording each (SGF, store) as it is yielded."""
     first, second = session.players
@@ -203,6 +205,7 @@ def _games(
         alternate=alternate,
         start=start,
         seen=seen,
+        openings=openings,
     )
     try:
         for outcome in outcomes:
@@ -230,6 +233,8 @@ def run_match(
     concurrent: int | None = None,
     alternate: bool = True,
     progress: Progress | None = None,
+    openings: Sequence[Opening] | None = None,
+    start: int = 0,
 ) -> MatchResult:
     """Play `games` games between two player specs (``tabula match --black A --white B``).
 
@@ -237,6 +242,9 @@ def run_match(
     False. Every game goes to ``sgf_dir`` as SGF and to the results ``store`` when given.
     concurrent: games at once (default selfplay.concurrent_games; GTP engines cap it).
     progress: called with each GameRecord as games finish (in game order).
+    openings: game i starts from ``opening_for_game(openings, i)`` (`tabula.openings`).
+    start: number of the first game (a match resumed after ``start`` recorded games plays
+    games start, start + 1, ...; colours and openings follow the game number).
     Raises PlayerSpecError / CheckpointError for bad specs, ArenaError for bad arguments.
     """
     if games < 1:
@@ -251,6 +259,7 @@ def run_match(
         for record in _games(
             session, games, cfg, sgf_dir=sgf_path, store=store_path, match_id=match_id,
             iteration=iteration, concurrent=concurrent, alternate=alternate,
+            openings=openings, start=start,
         ):  # fmt: skip
             records.append(record)
             if progress is not None:
