@@ -14,12 +14,12 @@ lock: a second scheduled run of the same run name is refused, not interleaved.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from prefect import flow
 
 from flows.pipeline import run_pipeline
 from tabula.config import load_config
+from tasks.summary import SummaryRow
 
 
 @flow(name="tabula-scheduled-pipeline", log_prints=True)
@@ -30,7 +30,7 @@ def scheduled_pipeline(
     dask_address: str | None = None,
     overrides: list[str] | None = None,
     project: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[SummaryRow]:
     """Run (or resume) a pipeline run; returns the summary rows of its iterations.
 
     config: a YAML file (relative to the working directory), or "" for the embedded quick-start

@@ -20,9 +20,12 @@ from pathlib import Path
 from prefect import flow
 
 from tabula.config import parse_config
+from tabula.errors import UsageError
 from tasks import stages
-from tasks.layout import RunLayout, read_json
+from tasks.layout import RunLayout
+from tasks.records import Stage, TrainRecord
 from tasks.reproduce import check_inputs, locate, restore_lineage
+from tasks.resume import finished
 from tasks.versioning import ensure_repo
 
 
@@ -52,44 +55,32 @@ def reproduce(
     layout = RunLayout(project_path, data_dir, run)
     restore_lineage(layout, i)
     cfg = parse_config(layout.params.read_text(), source=str(layout.params))
-    train_record = read_json(layout.marker(i, "train")) or {}
-    recorded = recorded or train_record.get("weights_sha256", "")
+    train_record = finished(layout, i, Stage.TRAIN, TrainRecord)
+    if train_record is None:  # restore_lineage brought it back or refused
+        raise UsageError(f"{layout.rel(layout.marker(i, Stage.TRAIN))}: missing")
+    recorded_result = train_record.trained.result
+    recorded = recorded or recorded_result.weights_sha256
     differences = check_inputs(layout, i)
     parent = layout.trainer_ckpt(i - 1)
     init = parent if i > 1 and parent.exists() else layout.model(i - 1)
-    window = list(train_record.get("window", {}))
-    seed = int(train_record.get("seed") or stages.derive_seed(cfg.pipeline.seed, i, 1))
     with tempfile.TemporaryDirectory(prefix="tabula-reproduce-") as scratch:
-        scratch_layout = _Scratch(layout, Path(scratch))
         try:
             rebuilt = stages.train.fn(
                 cfg,
-                scratch_layout,
+                layout,
                 i,
-                window,
+                list(train_record.window),
                 str(init),
-                seed,
+                recorded_result.seed,
                 None,
                 None,
-                threads=train_record.get("threads"),
+                threads=train_record.trained.threads,
+                model_dir=Path(scratch) / "model",
             )
         except ValueError as refused:  # a corrupt shard is named and never trained on
             differences.append(f"training refused its inputs: {refused}")
             return Reproduction(run, i, recorded, "", differences)
-    if rebuilt.get("global_step") != train_record.get("global_step"):
-        differences.append(
-            f"global step {rebuilt.get('global_step')} != recorded "
-            f"{train_record.get('global_step')}"
-        )
-    return Reproduction(run, i, recorded, rebuilt["weights_sha256"], differences)
-
-
-class _Scratch(RunLayout):
-    """The run's layout, except that the retrained model goes to a scratch folder."""
-
-    def __init__(self, layout: RunLayout, scratch: Path) -> None:
-        super().__init__(layout.project, layout.data_dir, layout.run)
-        object.__setattr__(self, "_scratch", scratch)
-
-    def model_dir(self, i: int) -> Path:
-        return self._scratch / "model"  # type: ignore[attr-defined]
+    step, recorded_step = rebuilt.result.global_step, recorded_result.global_step
+    if step != recorded_step:
+        differences.append(f"global step {step} != recorded {recorded_step}")
+    return Reproduction(run, i, recorded, rebuilt.result.weights_sha256, differences)

@@ -14,8 +14,9 @@ data/<run>/
     state/STAGE.json       written last by each stage: the stage is finished
 ```
 
-A stage is finished exactly when its ``state/STAGE.json`` exists; outputs of unfinished stages
-are removed and rebuilt from their seeds on resume, so nothing is duplicated.
+A stage is finished exactly when its ``state/STAGE.json`` exists (it holds the stage's record,
+``tasks.records``; ``tasks.resume`` reads and writes it); outputs of unfinished stages are
+removed and rebuilt from their seeds on resume, so nothing is duplicated.
 """
 
 from __future__ import annotations
@@ -28,10 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model.files import write_json
 from tabula.errors import TabulaError
-
-STAGES = ("selfplay", "train", "evaluate", "promote")
 
 
 class RunLockedError(TabulaError):
@@ -90,8 +88,9 @@ class RunLayout:
     def match(self, i: int) -> Path:
         return self.iteration(i) / "match"
 
-    def marker(self, i: int, stage: str) -> Path:
-        return self.iteration(i) / "state" / f"{stage}.json"
+    def marker(self, i: int, name: str) -> Path:
+        """A stage's marker; ``name``: `tasks.records.Stage.marker_name`."""
+        return self.iteration(i) / "state" / f"{name}.json"
 
     def rel(self, path: Path) -> str:
         return str(path.resolve().relative_to(self.project.resolve()))
@@ -99,15 +98,6 @@ class RunLayout:
 
 def read_json(path: Path) -> Any | None:
     return json.loads(path.read_text()) if path.exists() else None
-
-
-def stage_done(layout: RunLayout, i: int, stage: str) -> dict[str, Any] | None:
-    """The recorded result of a finished stage, or None when it has to (re)run."""
-    return read_json(layout.marker(i, stage))
-
-
-def mark_done(layout: RunLayout, i: int, stage: str, result: dict[str, Any]) -> None:
-    write_json(layout.marker(i, stage), result)
 
 
 def reset_dir(path: Path) -> None:

@@ -6,39 +6,25 @@ Each stage names the command that makes it (the same ``tabula`` commands a user 
 dependencies (the champion that played, the exact training window, the parent checkpoint)
 and the params it reads from the run's frozen ``params.yaml``. Prefect runs the stages; DVC
 records their hashes (``tasks.versioning.commit_stage``), so ``dvc dag`` shows each
-checkpoint's lineage and ``dvc.lock`` pins it.
+checkpoint's lineage and ``dvc.lock`` pins it. The run's config is frozen in its
+``params.yaml`` at the first start (`freeze_config`), and every registered checkpoint carries
+its lineage as tags (`checkpoint_tags`).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from model.files import write_text
+from tabula.config import Config, ConfigError, config_to_flat_dict, dump_config, parse_config
+from tabula.plan import IterationPlan
 from tasks.layout import RunLayout
+from tasks.records import TrainRecord
 from tasks.versioning import write_stage_file
 
 PARAMS = "../params.yaml"
-
-
-@dataclass(frozen=True)
-class IterationPlan:
-    """Everything an iteration's stages depend on, fixed before the iteration starts.
-
-    best: iteration whose model is the champion that plays self-play and the gate.
-    parent: the checkpoint training continues from (``iter-(i-1)/model``: the latest network,
-    whatever the gate decided, as in the paper).
-    window: self-play directories (project-relative) training samples from, oldest first.
-    """
-
-    iteration: int
-    best: int
-    parent: int
-    window: tuple[str, ...]
-    selfplay_seed: int
-    train_seed: int
-    gate_seed: int
 
 
 def _rel(layout: RunLayout, target: Path, i: int) -> str:
@@ -97,3 +83,52 @@ def write_iteration_stages(layout: RunLayout, plan: IterationPlan) -> Path:
     path = layout.stage_file(i)
     write_stage_file(path, stages)
     return path
+
+
+#: What a resume may change: how far the run goes and where its work runs, never what it
+#: computes (the Dask scheduler and the Prefect API may move between restarts of a run).
+RESUME_MAY_CHANGE = ("iterations", "dask_address", "prefect_api_url")
+
+
+def freeze_config(cfg: Config, layout: RunLayout) -> str:
+    """The run's config text: written on the first start, checked on every resume (only the
+    ``pipeline`` fields of ``RESUME_MAY_CHANGE`` may differ; the new Dask and Prefect addresses
+    are used, while the iterations to run are the caller's business)."""
+    text = dump_config(cfg)
+    frozen = layout.params.read_text() if layout.params.exists() else None
+    if frozen is None:
+        write_text(layout.params, text)
+        return text
+    frozen_cfg = parse_config(frozen, source=str(layout.params))
+    before, now = config_to_flat_dict(frozen_cfg), config_to_flat_dict(cfg)
+    free = {f"pipeline.{name}" for name in RESUME_MAY_CHANGE}
+    changed = sorted(k for k in now if now[k] != before.get(k) and k not in free)
+    if changed:
+        raise ConfigError(
+            f"run {layout.run!r} was started with a different config ({', '.join(changed[:4])}"
+            f"{' …' if len(changed) > 4 else ''} differ from {layout.params}); "
+            "resume it with the same settings or start a new run with --name"
+        )
+    moved = {name: getattr(cfg.pipeline, name) for name in ("dask_address", "prefect_api_url")}
+    if all(getattr(frozen_cfg.pipeline, k) == v for k, v in moved.items()):
+        return frozen
+    pipeline = frozen_cfg.pipeline.model_copy(update=moved)
+    return dump_config(frozen_cfg.model_copy(update={"pipeline": pipeline}))
+
+
+def checkpoint_tags(
+    layout: RunLayout, plan: IterationPlan, train: TrainRecord, tags: dict[str, str]
+) -> dict[str, str]:
+    """The lineage tags of iteration ``plan.iteration``'s model version (and ``tags``): its
+    parent checkpoint, the exact window with its DVC hashes, the seed, the global step, the
+    model's DVC hash, the run and the iteration."""
+    return {
+        "tabula.parent_checkpoint": layout.rel(layout.model(plan.parent)),
+        "tabula.window": ",".join(f"{p}@{h}" for p, h in train.window.items()),
+        "tabula.seed": str(plan.train_seed),
+        "tabula.global_step": str(train.trained.result.global_step),
+        "tabula.dvc_model": next(iter(train.hashes.values()), ""),
+        "tabula.run": layout.run,
+        "tabula.iteration": str(plan.iteration),
+        **tags,
+    }

@@ -5,6 +5,7 @@ Each takes explicit run ids: MLflow's active run is per thread and tasks run in 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from prefect import task
@@ -12,7 +13,37 @@ from prefect import task
 from tabula.config import Config, config_to_flat_dict
 from tasks import tracking
 from tasks.layout import RunLayout
+from tasks.records import EvaluationRecord, to_json
 from tasks.stages import IO_RETRIES
+
+#: Numbers of a stage record that are not measurements.
+_NOT_METRICS = {"seed", "threads", "pid"}
+
+
+def metrics_of(record: Any, prefix: str) -> dict[str, float]:
+    """A stage record's numbers as MLflow metrics named ``prefix`` + its JSON key
+    (``selfplay/positions``, ``train/loss``); flags, text and nested data are left out."""
+    return {
+        f"{prefix}{k}": float(v)
+        for k, v in to_json(record).items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and k not in _NOT_METRICS
+    }
+
+
+def evaluation_metrics(evaluation: EvaluationRecord) -> dict[str, float | None]:
+    """An evaluation's MLflow metrics: the gate's win rate and games, the Elo with its
+    interval, and the score against each anchor (``eval/score_vs_random``)."""
+    decision = evaluation.gate.decision
+    metrics: dict[str, float | None] = {
+        "eval/win_rate": decision.win_rate,
+        "eval/gate_games": decision.games,
+    }
+    if evaluation.elo is not None:
+        elo = evaluation.elo
+        metrics.update({"elo": elo.elo, "elo_low": elo.low, "elo_high": elo.high})
+    for name, match in evaluation.anchors.items():
+        metrics[f"eval/score_vs_{name.split()[0].removeprefix('gtp:')}"] = match.score
+    return metrics
 
 
 def tracking_uri(cfg: Config, layout: RunLayout) -> str:
@@ -64,14 +95,15 @@ def log_metrics(
     cfg: Config,
     layout: RunLayout,
     run_ids: list[str],
-    metrics: dict[str, float],
+    metrics: Mapping[str, float | None],
     step: int,
     tags: dict[str, Any] | None = None,
 ) -> None:
     """The same metrics on several runs (the iteration child and the pipeline parent)."""
     client = _client(cfg, layout)
+    measured = {k: v for k, v in metrics.items() if v is not None}  # None: not measured
     for run_id in run_ids:
-        tracking.log_metrics(client, run_id, metrics, step)
+        tracking.log_metrics(client, run_id, measured, step)
         if tags:
             tracking.set_tags(client, run_id, tags)
 

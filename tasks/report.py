@@ -20,21 +20,24 @@ from rich.table import Table
 
 from tabula.config import Config
 from tabula.errors import UsageError
-from tasks.layout import RunLayout, read_json, stage_done
+from tasks.layout import RunLayout
+from tasks.records import ITERATION_STAGES, EvaluationRecord, Stage
+from tasks.resume import champion, finished
+from tasks.summary import SummaryRow
 
 
-def _elo(row: dict[str, Any]) -> str:
-    if row.get("elo") is None:
+def _elo(row: SummaryRow) -> str:
+    if row.elo is None or row.elo_low is None or row.elo_high is None:
         return "—"
-    half = (row["elo_high"] - row["elo_low"]) / 2
-    return f"{row['elo']:.0f} ± {half:.0f}"
+    half = (row.elo_high - row.elo_low) / 2
+    return f"{row.elo:.0f} ± {half:.0f}"
 
 
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.0f}%"
 
 
-def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
+def summary_table(rows: list[SummaryRow], title: str) -> Table:
     table = Table(title=title)
     for column in (
         "iteration",
@@ -48,25 +51,28 @@ def summary_table(rows: list[dict[str, Any]], title: str) -> Table:
         table.add_column(column, justify="right")
     for row in rows:
         table.add_row(
-            str(row["iteration"]),
-            "yes" if row.get("promoted") else "no",
-            _pct(row.get("win_rate")),
-            _pct(row.get("vs_random")),
+            str(row.iteration),
+            "yes" if row.promoted else "no",
+            _pct(row.win_rate),
+            _pct(row.vs_random),
             _elo(row),
-            str(row.get("positions") or "—"),
-            f"{row.get('stage_seconds', 0):.0f} s",
+            str(row.positions or "—"),
+            f"{row.stage_seconds:.0f} s",
         )
     return table
 
 
-def print_summary(cfg: Config, project: Path, rows: list[dict[str, Any]]) -> None:
+def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
     from tasks.ui import ui_command
 
     console = Console()
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
     console.print(summary_table(rows, f"tabula run {cfg.pipeline.name!r}"))
-    champion = read_json(layout.champion) or {}
-    console.print(f"champion: iteration {champion.get('iteration')} ({champion.get('model')})")
+    best = champion(layout)
+    if best is None:
+        console.print("champion: iteration None (None)")
+    else:
+        console.print(f"champion: iteration {best.iteration} ({best.model})")
     if (layout.root / "elo.png").exists():
         console.print(f"Elo curve: {layout.rel(layout.root / 'elo.png')}")
     console.print("Open the MLflow UI (http://127.0.0.1:5000) with:  make ui   or")
@@ -84,28 +90,24 @@ def print_status(cfg: Config, project: Path, run: str) -> None:
     done = []
     i = 1
     while layout.iteration(i).exists():
-        stages = [
-            s
-            for s in ("selfplay", "train", "evaluate", "promote")
-            if stage_done(layout, i, s) is not None
-        ]
+        stages = [s for s in ITERATION_STAGES if layout.marker(i, s.marker_name()).exists()]
         done.append((i, stages))
         i += 1
     console = Console()
-    finished = [i for i, s in done if len(s) == 4]
-    console.print(f"run {run!r}: {len(finished)} iteration(s) finished")
+    finished_ = [i for i, s in done if len(s) == len(ITERATION_STAGES)]
+    console.print(f"run {run!r}: {len(finished_)} iteration(s) finished")
     for i, stages in done:
-        if len(stages) < 4:
+        if len(stages) < len(ITERATION_STAGES):
             console.print(f"iteration {i}: unfinished (done: {', '.join(stages) or 'nothing'})")
-    champion = read_json(layout.champion) or {}
-    console.print(f"champion: iteration {champion.get('iteration', 0)}")
-    if finished:
-        last = stage_done(layout, finished[-1], "evaluate") or {}
-        elo = last.get("elo") or {}
-        if elo:
+    best = champion(layout)
+    console.print(f"champion: iteration {0 if best is None else best.iteration}")
+    if finished_:
+        last = finished(layout, finished_[-1], Stage.EVALUATE, EvaluationRecord)
+        elo = None if last is None else last.elo
+        if elo is not None:
             console.print(
-                f"last Elo: {elo['elo']:.0f} "
-                f"[{elo['low']:.0f}, {elo['high']:.0f}] (iteration {finished[-1]})"
+                f"last Elo: {elo.elo:.0f} "
+                f"[{elo.low:.0f}, {elo.high:.0f}] (iteration {finished_[-1]})"
             )
 
 

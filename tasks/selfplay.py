@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -71,6 +71,13 @@ class WorkerResult:
     v_resign: float | None
     resign_samples: list[dict[str, Any]] = field(default_factory=list)
 
+    #: Derived rates, written to JSON beside the fields (`tasks.records.to_json`).
+    __json_extra__: ClassVar[tuple[str, ...]] = (
+        "positions_per_s",
+        "simulations_per_s",
+        "evaluations_per_s",
+    )
+
     @property
     def positions_per_s(self) -> float:
         return self.positions / max(self.seconds, 1e-9)
@@ -85,12 +92,9 @@ class WorkerResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (paths as strings, rates included)."""
-        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        data["shards"] = [str(p) for p in self.shards]
-        data["sgfs"] = [str(p) for p in self.sgfs]
-        for rate in ("positions_per_s", "simulations_per_s", "evaluations_per_s"):
-            data[rate] = getattr(self, rate)
-        return data
+        from tasks.records import to_json
+
+        return to_json(self)
 
 
 def load_model(cfg: Config, model: str | os.PathLike[str] | None, seed: int) -> tuple[

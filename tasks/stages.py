@@ -1,7 +1,8 @@
 """Prefect tasks of an iteration: one side effect each, keyed by (run, iteration, worker, seed).
 
-Tasks pass paths and hashes, never tensors; each finds its finished output instead of redoing
-it (``state/STAGE.json``, see ``tasks.layout``) and retries only on I/O errors. The work itself
+Tasks pass paths and hashes, never tensors, and return typed records (``tasks.records``);
+the stages find their finished output instead of redoing it (``tasks.resume``: the marker
+``state/STAGE.json``, see ``tasks.layout``) and retry only on I/O errors. The work itself
 lives in plain functions (``tasks.selfplay``, ``tasks.train``, ``tasks.match``) that the CLI
 calls too.
 """
@@ -11,18 +12,34 @@ from __future__ import annotations
 import os
 import socket
 import time
-from dataclasses import asdict, is_dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from prefect import task
 
 from model.files import write_json
 from tabula.config import Config
 from tabula.errors import TabulaError
-from tasks.layout import RunLayout, mark_done, reset_dir, stage_done
-from tasks.progress import counter, report
+from tabula.plan import IterationPlan, plan_iteration
+from tabula.resign import calibrate_samples
+from tasks.layout import RunLayout, reset_dir
+from tasks.progress import report
+from tasks.records import (
+    AnchorRecord,
+    Champion,
+    Elo,
+    GateRecord,
+    InitRecord,
+    PromotionRecord,
+    Rating,
+    SelfplayRecord,
+    Stage,
+    Trained,
+    WorkerRecord,
+    from_json,
+)
+from tasks.resume import champion, finished, kill_point, resumable, write_record
 
 
 def _retry_on_io(task_: Any, task_run: Any, state: Any) -> bool:
@@ -52,33 +69,42 @@ def set_threads(n: int) -> None:
         torch.set_num_threads(n)
 
 
-def derive_seed(run_seed: int, *keys: int) -> int:
-    """One 32-bit seed per (run, iteration, worker, ...) from the run's seed.
+def _reporting(stage: Stage, label: str) -> Callable[[int, int], None]:
+    """``report(label, done, total)``, each call also a visit to the stage's kill point."""
 
-    32 bits because Lightning's ``seed_everything`` accepts no more.
-    """
-    return int(np.random.SeedSequence([run_seed, *keys]).generate_state(1, np.uint32)[0])
+    def one(done: int, total: int) -> None:
+        report(label, done, total)
+        kill_point(stage.value)
+
+    return one
 
 
-def plain(record: Any) -> dict[str, Any]:
-    """A result object as JSON-ready data (paths as strings)."""
-    if hasattr(record, "to_dict"):
-        data = record.to_dict()
-    elif is_dataclass(record):
-        data = asdict(record)
-    else:
-        data = dict(record)
-    return {k: str(v) if isinstance(v, Path) else v for k, v in data.items()}
+def _counting(stage: Stage, label: str, total: int) -> Callable[[object], None]:
+    """A per-item callback (a finished game) that reports one more done each call."""
+    show, done = _reporting(stage, label), 0
+
+    def one(_: object) -> None:
+        nonlocal done
+        done += 1
+        show(done, total)
+
+    return one
+
+
+@task(name="set-champion", task_run_name="champion-i{iteration}", **IO_RETRIES)
+def set_champion(layout: RunLayout, iteration: int, version: int | str | None) -> Champion:
+    """Make iteration ``iteration``'s model the champion: ``champion.json``, replaced atomically."""
+    crowned = Champion(iteration, layout.rel(layout.model(iteration)), version)
+    write_record(layout.champion, crowned)
+    return crowned
 
 
 @task(name="init-model", task_run_name="init-model", **IO_RETRIES)
-def init_model(cfg: Config, layout: RunLayout, seed: int) -> dict[str, Any]:
+@resumable(Stage.INIT, InitRecord)
+def init_model(cfg: Config, layout: RunLayout, seed: int) -> InitRecord:
     """The randomly initialised network that starts the run (iteration 0)."""
     from model.network import network_for, save_checkpoint, weights_sha256
 
-    done = stage_done(layout, 0, "init")
-    if done is not None:
-        return done
     reset_dir(layout.model_dir(0))
     net = network_for(cfg, seed)
     meta = {
@@ -90,44 +116,106 @@ def init_model(cfg: Config, layout: RunLayout, seed: int) -> dict[str, Any]:
         "iteration": 0,
     }
     save_checkpoint(layout.model(0), net, meta)
-    record = {"model": layout.rel(layout.model(0)), "sha256": weights_sha256(net)}
-    mark_done(layout, 0, "init", record)
-    return record
+    return InitRecord(model=layout.rel(layout.model(0)), sha256=weights_sha256(net))
+
+
+@task(name="plan", task_run_name="plan-i{iteration}", **IO_RETRIES)
+@resumable(Stage.PLAN, IterationPlan)
+def plan(cfg: Config, layout: RunLayout, iteration: int) -> IterationPlan:
+    """Fix the champion, the parent checkpoint, the window and the seeds of ``iteration``
+    (`tabula.plan.plan_iteration`); written once, so that a promotion later in the run never
+    changes what an earlier iteration was made from."""
+    best = champion(layout)
+    return plan_iteration(
+        cfg,
+        iteration,
+        0 if best is None else best.iteration,
+        lambda j: layout.rel(layout.selfplay(j)),
+    )
 
 
 @task(name="selfplay-worker", task_run_name="selfplay-i{iteration}-w{worker}", **IO_RETRIES)
+@resumable(Stage.SELFPLAY, WorkerRecord)
 def selfplay_worker(
     cfg: Config, layout: RunLayout, iteration: int, worker: int, model: str, games: int, seed: int
-) -> dict[str, Any]:
+) -> WorkerRecord:
     """Play ``games`` games with ``model`` into ``iter-N/selfplay/worker-W`` (or find them)."""
     from tasks.selfplay import run_worker
 
-    marker = f"selfplay-w{worker:02d}"
-    done = stage_done(layout, iteration, marker)
-    if done is not None:
-        return done
     out = layout.worker(iteration, worker)
     reset_dir(out)  # a killed worker's shards are replaced, never appended to
     started = time.perf_counter()
     set_threads(max(1, (os.cpu_count() or 1) // cfg.selfplay.workers))
-    label = f"iter {iteration} self-play w{worker} (games)"
-    result = plain(
-        run_worker(
-            cfg,
-            model,
-            out,
-            games=games,
-            seed=seed,
-            iteration=iteration,
-            worker=worker,
-            progress=lambda p: report(label, p.games, p.games_total),
-        )
+    show = _reporting(Stage.SELFPLAY, f"iter {iteration} self-play w{worker} (games)")
+    result = run_worker(
+        cfg,
+        model,
+        out,
+        games=games,
+        seed=seed,
+        iteration=iteration,
+        worker=worker,
+        progress=lambda p: show(p.games, p.games_total),
     )
-    result["seconds"] = time.perf_counter() - started
     # Where it ran: a Dask worker's process on a cluster, the flow's own process locally.
-    result["host"], result["pid"] = socket.gethostname(), os.getpid()
-    mark_done(layout, iteration, marker, result)
-    return result
+    return WorkerRecord(
+        worker=result,
+        seconds=time.perf_counter() - started,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+    )
+
+
+_SUMMED = (
+    "games",
+    "positions",
+    "simulations",
+    "evaluations",
+    "resigned_games",
+    "resign_disabled_games",
+    "false_positives",
+)
+
+
+@task(name="calibrate-resign", task_run_name="calibrate-resign-i{iteration}")
+def calibrate(
+    workers: list[WorkerRecord],
+    iteration: int,
+    v_resign_used: float | None,
+    fp_target: float,
+    hashes: dict[str, str],
+) -> SelfplayRecord:
+    """The self-play totals over an iteration's workers, and the v_resign for the next one
+    (`tabula.resign.calibrate_samples` over the workers' resign-disabled games)."""
+    totals = {k: sum(getattr(w.worker, k) for w in workers) for k in _SUMMED}
+    seconds = max((w.seconds for w in workers), default=0.0) or 1e-9
+    games = max(totals["games"], 1)
+    samples = [s for w in workers for s in w.worker.resign_samples]
+    threshold = workers[0].worker.v_resign if workers else None
+    v_next, fp_rate = calibrate_samples(samples, threshold, target=fp_target)
+    return SelfplayRecord(
+        **totals,
+        mean_game_length=totals["positions"] / games,
+        resign_rate=totals["resigned_games"] / games,
+        positions_per_s=totals["positions"] / seconds,
+        simulations_per_s=totals["simulations"] / seconds,
+        evaluations_per_s=totals["evaluations"] / seconds,
+        v_resign_next=v_next,
+        false_positive_rate=fp_rate,
+        v_resign_used=v_resign_used,
+        hashes=hashes,
+        seconds=max(w.seconds for w in workers),
+    )
+
+
+def window_hashes(layout: RunLayout, window: tuple[str, ...]) -> dict[str, str]:
+    """Each self-play directory of a window -> the DVC hash its own iteration recorded."""
+    hashes = {}
+    for rel in window:
+        i = int(Path(rel).parent.name.removeprefix("iter-"))
+        done = finished(layout, i, Stage.SELFPLAY, SelfplayRecord)
+        hashes[rel] = "" if done is None else done.hashes.get(rel, "")
+    return hashes
 
 
 @task(name="train", task_run_name="train-i{iteration}", **IO_RETRIES)
@@ -141,36 +229,36 @@ def train(
     mlflow_run_id: str | None,
     tracking_uri: str | None,
     threads: int | None = None,
-) -> dict[str, Any]:
-    """Continue training the latest network on the window; export ``iter-N/model``.
+    model_dir: Path | None = None,
+) -> Trained:
+    """Continue training the latest network on the window; export ``iter-N/model`` (or
+    ``model_dir``: reproduction retrains into a scratch folder).
 
     The window is checked against its recorded DVC hashes first (``verify_window``).
     """
     from tasks.train import train_stage
 
     verify_window(layout, window)
-    reset_dir(layout.model_dir(iteration))
+    out = model_dir or layout.model_dir(iteration)
+    reset_dir(out)
     threads = threads or os.cpu_count() or 1
     set_threads(threads)
     started = time.perf_counter()
-    result = plain(
-        train_stage(
-            cfg,
-            [layout.project / w for w in window],
-            layout.model(iteration),
-            init=Path(init),
-            steps=cfg.training.steps,
-            seed=seed,
-            mlflow_run_id=mlflow_run_id,
-            tracking_uri=tracking_uri,
-            progress=False,
-            model_id=layout.model_id(iteration),
-            on_step=lambda done, total: report(f"iter {iteration} training (steps)", done, total),
-        )
+    show = _reporting(Stage.TRAIN, f"iter {iteration} training (steps)")
+    result = train_stage(
+        cfg,
+        [layout.project / w for w in window],
+        out / layout.model(iteration).name,
+        init=Path(init),
+        steps=cfg.training.steps,
+        seed=seed,
+        mlflow_run_id=mlflow_run_id,
+        tracking_uri=tracking_uri,
+        progress=False,
+        model_id=layout.model_id(iteration),
+        on_step=show,
     )
-    result["seconds"] = time.perf_counter() - started
-    result["threads"] = threads
-    return result
+    return Trained(result=result, seconds=time.perf_counter() - started, threads=threads)
 
 
 class WindowChangedError(TabulaError, ValueError):
@@ -210,13 +298,14 @@ def verify_window(layout: RunLayout, window: list[str]) -> None:
 
 
 @task(name="gate", task_run_name="gate-i{iteration}", **IO_RETRIES)
-def gate(cfg: Config, layout: RunLayout, iteration: int, best: int, seed: int) -> dict[str, Any]:
+def gate(cfg: Config, layout: RunLayout, iteration: int, best: int, seed: int) -> GateRecord:
     """The candidate plays the champion; the decision comes with its evidence."""
     from tasks.match import run_gate
 
     out = layout.match(iteration) / "gate"
     reset_dir(out)
     started = time.perf_counter()
+    games = cfg.evaluation.gating_games
     decision = run_gate(
         str(layout.model(iteration)),
         str(layout.model(best)),
@@ -226,17 +315,15 @@ def gate(cfg: Config, layout: RunLayout, iteration: int, best: int, seed: int) -
         seed=seed,
         iteration=iteration,
         match_id=f"{layout.run}-i{iteration:04d}-gate",
-        progress=counter(f"iter {iteration} gate (games)", cfg.evaluation.gating_games),
+        progress=_counting(Stage.EVALUATE, f"iter {iteration} gate (games)", games),
     )
-    result = plain(decision)
-    result["seconds"] = time.perf_counter() - started
-    return result
+    return GateRecord(decision=decision, seconds=time.perf_counter() - started)
 
 
 @task(name="anchor-match", task_run_name="anchor-i{iteration}-{anchor}", **IO_RETRIES)
 def anchor_match(
     cfg: Config, layout: RunLayout, iteration: int, anchor: str, seed: int
-) -> dict[str, Any]:
+) -> AnchorRecord:
     """A few games against a fixed anchor (random, GnuGo) that ground the Elo scale."""
     from tasks.match import run_match
 
@@ -244,40 +331,65 @@ def anchor_match(
     out = layout.match(iteration) / f"vs-{name}"
     reset_dir(out)
     started = time.perf_counter()
-    result = plain(
-        run_match(
-            str(layout.model(iteration)),
-            anchor,
-            cfg.evaluation.anchor_games,
-            cfg,
-            out,
-            layout.results,
-            seed=seed,
-            iteration=iteration,
-            match_id=f"{layout.run}-i{iteration:04d}-vs-{name}",
-            progress=counter(f"iter {iteration} vs {name} (games)", cfg.evaluation.anchor_games),
-        )
+    games = cfg.evaluation.anchor_games
+    match = run_match(
+        str(layout.model(iteration)),
+        anchor,
+        games,
+        cfg,
+        out,
+        layout.results,
+        seed=seed,
+        iteration=iteration,
+        match_id=f"{layout.run}-i{iteration:04d}-vs-{name}",
+        progress=_counting(Stage.EVALUATE, f"iter {iteration} vs {name} (games)", games),
     )
-    result["seconds"] = time.perf_counter() - started
-    return result
+    return AnchorRecord(
+        match_id=match.match_id,
+        summary=match.summary,
+        sgf_dir=None if match.sgf_dir is None else str(match.sgf_dir),
+        store=None if match.store is None else str(match.store),
+        results=tuple(g.row(match.match_id, None) for g in match.games),
+        seconds=time.perf_counter() - started,
+    )
 
 
 @task(name="ratings", task_run_name="ratings-i{iteration}")
-def ratings(layout: RunLayout, iteration: int) -> list[dict[str, Any]]:
+def ratings(layout: RunLayout, iteration: int) -> tuple[Rating, ...]:
     """Fit Elo over every game of the run so far; write the table and the Elo curve."""
     from tasks.ratings import plot_elo_curve, ratings_table
 
     table = ratings_table(layout.results)
     write_json(layout.match(iteration) / "ratings.json", table)
-    by_name = {row["player"]: row for row in table}
+    rows = tuple(from_json(Rating, row) for row in table)
+    by_name = {row.player: row for row in rows}
     points = []
     for j in range(0, iteration + 1):
         row = by_name.get(layout.model_id(j))
         if row is not None:
-            points.append((j, row["elo"], row["low"], row["high"]))
+            points.append((j, row.elo, row.low, row.high))
     if points:
         plot_elo_curve(points, layout.root / "elo.png")
-    return table
+    return rows
+
+
+def elo_of(layout: RunLayout, iteration: int, table: tuple[Rating, ...]) -> Elo | None:
+    """Iteration ``iteration``'s network's Elo in ``table``, None when it has no rated game."""
+    me = next((r for r in table if r.player == layout.model_id(iteration)), None)
+    return None if me is None else Elo(me.elo, me.low, me.high)
+
+
+@task(name="promote", task_run_name="promote-i{iteration}", **IO_RETRIES)
+def promote(
+    layout: RunLayout, iteration: int, promoted: bool, version: int | str | None
+) -> PromotionRecord:
+    """Crown iteration ``iteration``'s model when the gate promoted it; the champion after."""
+    if promoted:
+        set_champion.fn(layout, iteration, version)
+    best = champion(layout)
+    return PromotionRecord(
+        promoted=promoted, version=version, champion=0 if best is None else best.iteration
+    )
 
 
 @task(name="dvc-commit", task_run_name="dvc-commit-i{iteration}-{stage}", **IO_RETRIES)
@@ -285,7 +397,9 @@ def dvc_commit(layout: RunLayout, iteration: int, stage: str) -> dict[str, str]:
     """Record a finished stage's outputs in dvc.lock and push them to the remote."""
     from tasks.versioning import commit_stage
 
-    return commit_stage(layout.project, layout.stage_file(iteration), stage)
+    hashes = commit_stage(layout.project, layout.stage_file(iteration), stage)
+    kill_point("dvc")
+    return hashes
 
 
 @task(name="record-lineage", task_run_name="lineage-i{iteration}", **IO_RETRIES)
@@ -293,6 +407,7 @@ def record_lineage(layout: RunLayout, iteration: int, message: str) -> str | Non
     """Commit the run's stage files and locks to ``tabula/runs/<run>``; tag the iteration."""
     from tasks.versioning import record_on_run_branch
 
+    kill_point("lineage")
     root = layout.root
     files = [
         layout.params,
@@ -306,3 +421,11 @@ def record_lineage(layout: RunLayout, iteration: int, message: str) -> str | Non
     ]
     tag = f"tabula/{layout.run}/iter-{iteration:04d}" if iteration > 0 else None
     return record_on_run_branch(layout.project, layout.run, files, message, tag=tag)
+
+
+def use_prefect_api(cfg: Config) -> None:
+    """Point this process's Prefect client at ``pipeline.prefect_api_url`` (when set), with
+    Prefect's analytics off; before the first flow runs."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if cfg.pipeline.prefect_api_url:
+        os.environ["PREFECT_API_URL"] = cfg.pipeline.prefect_api_url

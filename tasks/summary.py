@@ -1,80 +1,93 @@
-"""What an iteration reports: the self-play totals, the summary row, the Prefect artifact."""
+"""What an iteration reports: its summary row, and the row as a Prefect markdown artifact."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
-from prefect.artifacts import create_markdown_artifact
+from prefect import task
 
 from tasks.layout import RunLayout
-
-_SUMMED = (
-    "games",
-    "positions",
-    "simulations",
-    "evaluations",
-    "resigned_games",
-    "resign_disabled_games",
-    "false_positives",
+from tasks.records import (
+    EvaluationRecord,
+    PromotionRecord,
+    Rating,
+    SelfplayRecord,
+    TrainRecord,
+    to_json,
 )
 
 
-def selfplay_metrics(workers: list[dict[str, Any]], fp_target: float) -> dict[str, Any]:
-    """Totals over the workers of one iteration, and the v_resign for the next one."""
-    from tabula.resign import calibrate_samples
+@dataclass(frozen=True)
+class SummaryRow:
+    """One iteration at a glance (the run's closing table, the iteration's artifact).
 
-    totals: dict[str, Any] = {k: sum(w.get(k, 0) or 0 for w in workers) for k in _SUMMED}
-    seconds = max((w.get("seconds", 0.0) for w in workers), default=0.0) or 1e-9
-    games = max(totals["games"], 1)
-    totals["mean_game_length"] = totals["positions"] / games
-    totals["resign_rate"] = totals["resigned_games"] / games
-    totals["positions_per_s"] = totals["positions"] / seconds
-    totals["simulations_per_s"] = totals["simulations"] / seconds
-    totals["evaluations_per_s"] = totals["evaluations"] / seconds
-    samples = [s for w in workers for s in w.get("resign_samples", [])]
-    threshold = workers[0].get("v_resign") if workers else None
-    v_next, fp_rate = calibrate_samples(samples, threshold, target=fp_target)
-    totals["v_resign_next"] = v_next
-    totals["false_positive_rate"] = fp_rate
-    return totals
+    win_rate: the candidate's gate score; vs_random: its score against the random anchor
+    (None without anchor games); elo, elo_low, elo_high: its Elo and 95% interval (None when
+    unrated); stage_seconds: self-play (slowest worker), training, gate and anchor matches.
+    """
 
-
-def summary_row(i: int, selfplay: dict, train: dict, evaluation: dict, promotion: dict) -> dict:
-    elo = evaluation.get("elo") or {}
-    gate = evaluation.get("gate", {})
-    seconds = sum(s.get("seconds", 0.0) for s in (selfplay, train)) + gate.get("seconds", 0.0)
-    seconds += sum(m.get("seconds", 0.0) for m in evaluation.get("anchors", {}).values())
-    return {
-        "iteration": i,
-        "promoted": promotion.get("promoted"),
-        "win_rate": gate.get("win_rate"),
-        "elo": elo.get("elo"),
-        "elo_low": elo.get("low"),
-        "elo_high": elo.get("high"),
-        "positions": selfplay.get("positions"),
-        "games": selfplay.get("games"),
-        "v_resign": selfplay.get("v_resign_used"),
-        "false_positive_rate": selfplay.get("false_positive_rate"),
-        "loss": train.get("loss"),
-        "policy_loss": train.get("policy_loss"),
-        "value_loss": train.get("value_loss"),
-        "stage_seconds": seconds,
-        "vs_random": evaluation.get("anchors", {}).get("random", {}).get("score"),
-    }
+    iteration: int
+    promoted: bool
+    win_rate: float
+    elo: float | None
+    elo_low: float | None
+    elo_high: float | None
+    positions: int
+    games: int
+    v_resign: float | None
+    false_positive_rate: float | None
+    loss: float
+    policy_loss: float
+    value_loss: float
+    stage_seconds: float
+    vs_random: float | None
 
 
-def with_final_ratings(rows: list[dict], ratings: list[dict], layout: RunLayout) -> list[dict]:
+def summary_row(
+    i: int,
+    selfplay: SelfplayRecord,
+    train: TrainRecord,
+    evaluation: EvaluationRecord,
+    promotion: PromotionRecord,
+) -> SummaryRow:
+    gate, elo, trained = evaluation.gate, evaluation.elo, train.trained
+    seconds = selfplay.seconds + trained.seconds + gate.seconds
+    seconds += sum(m.seconds for m in evaluation.anchors.values())
+    random = evaluation.anchors.get("random")
+    return SummaryRow(
+        iteration=i,
+        promoted=promotion.promoted,
+        win_rate=gate.decision.win_rate,
+        elo=None if elo is None else elo.elo,
+        elo_low=None if elo is None else elo.low,
+        elo_high=None if elo is None else elo.high,
+        positions=selfplay.positions,
+        games=selfplay.games,
+        v_resign=selfplay.v_resign_used,
+        false_positive_rate=selfplay.false_positive_rate,
+        loss=trained.result.loss,
+        policy_loss=trained.result.policy_loss,
+        value_loss=trained.result.value_loss,
+        stage_seconds=seconds,
+        vs_random=None if random is None else random.score,
+    )
+
+
+def with_final_ratings(
+    rows: list[SummaryRow], ratings: tuple[Rating, ...], layout: RunLayout
+) -> list[SummaryRow]:
     """``rows`` with each iteration's Elo from ``ratings``, the fit over every game of the run.
 
     An iteration's own row holds the fit made when it finished; later games move every rating,
     so the run's closing table uses one fit for all, the one the Elo plot shows.
     """
-    fit = {r["player"]: r for r in ratings}
+    fit = {r.player: r for r in ratings}
     out = []
     for row in rows:
-        me = fit.get(layout.model_id(row["iteration"]))
+        me = fit.get(layout.model_id(row.iteration))
         if me is not None:
-            row = {**row, "elo": me["elo"], "elo_low": me["low"], "elo_high": me["high"]}
+            row = replace(row, elo=me.elo, elo_low=me.low, elo_high=me.high)
         out.append(row)
     return out
 
@@ -85,20 +98,28 @@ def _fmt(value: Any) -> str:
     return "—" if value is None else str(value)
 
 
-def iteration_artifact(
-    layout: RunLayout, i: int, selfplay: dict, train: dict, evaluation: dict, promotion: dict
-) -> dict[str, Any]:
+@task(name="iteration-summary", task_run_name="summary-i{i}")
+def publish_summary(
+    layout: RunLayout,
+    i: int,
+    selfplay: SelfplayRecord,
+    train: TrainRecord,
+    evaluation: EvaluationRecord,
+    promotion: PromotionRecord,
+) -> SummaryRow:
     """Publish the iteration's summary as a Prefect markdown artifact; return the row."""
+    from prefect.artifacts import create_markdown_artifact
+
     row = summary_row(i, selfplay, train, evaluation, promotion)
-    gate = evaluation.get("gate", {})
+    gate = evaluation.gate.decision
     lines = [
         f"# {layout.run}: iteration {i}",
         "",
         "| what | value |",
         "| --- | --- |",
-        *(f"| {k} | {_fmt(v)} |" for k, v in row.items()),
-        f"| gate decision | {gate.get('reason', '—')} ({gate.get('wins')}–{gate.get('losses')}) |",
-        f"| champion | iteration {promotion.get('champion')} |",
+        *(f"| {k} | {_fmt(v)} |" for k, v in to_json(row).items()),
+        f"| gate decision | {gate.reason} ({gate.wins}–{gate.losses}) |",
+        f"| champion | iteration {promotion.champion} |",
     ]
     key = f"{layout.run}-iter-{i:04d}".lower().replace("_", "-").replace("/", "-")
     create_markdown_artifact(

@@ -27,7 +27,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,10 @@ class TrainResult:
     games: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+        """JSON-ready (paths as strings)."""
+        from tasks.records import to_json
+
+        return to_json(self)
 
 
 class _BorrowedRunLogger(MLFlowLogger):

@@ -76,7 +76,7 @@ def pipeline_store(root: Path) -> UiStore:
     project = make_user_repo(root / "project")
     rows = run_pipeline(load_config(None, UI_RUN), project, iterations=UI_ITERATIONS)
     # The UI must show a champion alias; with a fixed seed the gates decide the same each time.
-    assert any(r["promoted"] for r in rows), f"no promotion in the UI run: {rows}"
+    assert any(r.promoted for r in rows), f"no promotion in the UI run: {rows}"
     return UiStore(
         f"sqlite:///{project / 'mlflow' / 'mlflow.db'}", project / "mlflow" / "artifacts"
     )

@@ -62,7 +62,7 @@ def test_selfplay_runs_on_dask_workers_and_matches_a_local_run(
         rows = run_pipeline(
             tiny_config, project, iterations=1, dask_address=cluster.scheduler_address
         )
-    assert [r["iteration"] for r in rows] == [1]
+    assert [r.iteration for r in rows] == [1]
     layout = RunLayout(project, tiny_config.pipeline.data_dir, tiny_config.pipeline.name)
 
     # Each self-play worker task ran in a Dask worker process, not in the flow's.

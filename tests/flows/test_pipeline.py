@@ -24,7 +24,7 @@ def two_iterations(prefect_server, tiny_config, project):
 
 def test_two_iterations_leave_everything_traceable(two_iterations):
     cfg, project, rows = two_iterations
-    assert [r["iteration"] for r in rows] == [1, 2]
+    assert [r.iteration for r in rows] == [1, 2]
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
 
     # MLflow: a parent run with two iteration children, metrics, datasets, model versions.
@@ -49,7 +49,7 @@ def test_two_iterations_leave_everything_traceable(two_iterations):
     assert len(versions) == 2
     champion = (
         client.get_model_version_by_alias(name, "champion")
-        if any(r["promoted"] for r in rows)
+        if any(r.promoted for r in rows)
         else None
     )
     if champion is not None:
@@ -94,7 +94,7 @@ def test_rerun_finds_finished_work(two_iterations):
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
     before = {p: p.stat().st_mtime_ns for p in layout.root.rglob("*.parquet")}
     again = run_pipeline(cfg, project, iterations=2)
-    assert [r["positions"] for r in again] == [r["positions"] for r in rows]
+    assert [r.positions for r in again] == [r.positions for r in rows]
     after = {p: p.stat().st_mtime_ns for p in layout.root.rglob("*.parquet")}
     assert before == after  # nothing recomputed
 
@@ -110,7 +110,7 @@ def test_changed_config_on_resume_is_refused(prefect_server, tiny_config, projec
 
     layout = RunLayout(project, tiny_config.pipeline.data_dir, tiny_config.pipeline.name)
     layout.root.mkdir(parents=True)
-    from flows.pipeline import freeze_config
+    from tasks.lineage import freeze_config
 
     freeze_config(tiny_config, layout)
     changed = tiny_config.model_copy(
