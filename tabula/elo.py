@@ -30,7 +30,7 @@ Pure: numpy and the standard library only.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -188,19 +188,24 @@ def _objective(x: np.ndarray, t: _Tally, prior_games: float) -> _Terms:
     return f + f_p, grad, hess
 
 
-def _newton(t: _Tally, prior_games: float, fixed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior mode x[K] (logits, x[fixed] = 0) and the full Hessian there.
+def _newton(
+    t: _Tally, prior_games: float, fixed: dict[int, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior mode x[K] (logits, x[p] = fixed[p] for the fixed players) and the full Hessian.
 
     The objective is convex and, with the prior, strictly convex once one coordinate is fixed,
-    so damped Newton converges from zero in a handful of steps.
+    so damped Newton converges from the start in a handful of steps.
     """
     k = len(t.players)
-    free = np.array([p for p in range(k) if p != fixed], dtype=np.int64)
+    free = np.array([p for p in range(k) if p not in fixed], dtype=np.int64)
     x = np.zeros(k)
+    for p, value in fixed.items():
+        x[p] = value
     f, grad, hess = _objective(x, t, prior_games)
     for _ in range(200):
         step = np.zeros(k)
-        step[free] = -np.linalg.solve(hess[np.ix_(free, free)], grad[free])
+        if free.size:
+            step[free] = -np.linalg.solve(hess[np.ix_(free, free)], grad[free])
         scale = 1.0
         while True:
             f_new, g_new, h_new = _objective(x + scale * step, t, prior_games)
@@ -213,16 +218,20 @@ def _newton(t: _Tally, prior_games: float, fixed: int) -> tuple[np.ndarray, np.n
     return x, hess
 
 
-def _laplace(x: np.ndarray, hess: np.ndarray, fixed: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Ratings (logits, fixed player at 0 or mean 0) and their Laplace standard deviations.
+def _laplace(
+    x: np.ndarray, hess: np.ndarray, fixed: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ratings (logits) and their Laplace standard deviations, conditioned on the fixed players.
 
-    fixed: the anchor's index, or None to fix the mean instead.
+    fixed: the anchors' indices (ratings as fitted, the anchors' intervals zero-width), or
+    empty to fix the mean at 0 instead.
     """
-    if fixed is not None:
-        free = np.array([p for p in range(len(x)) if p != fixed], dtype=np.int64)
+    if fixed:
+        free = np.array([p for p in range(len(x)) if p not in fixed], dtype=np.int64)
         cov = np.zeros_like(hess)
-        cov[np.ix_(free, free)] = np.linalg.inv(hess[np.ix_(free, free)])
-        centred = x - x[fixed]
+        if free.size:
+            cov[np.ix_(free, free)] = np.linalg.inv(hess[np.ix_(free, free)])
+        centred = x
     else:
         # Mean fixed: the posterior is translation invariant, so the Hessian's null space is the
         # all-ones vector and its pseudo-inverse is the covariance on the sum-zero subspace.
@@ -248,6 +257,7 @@ def fit_ratings(
     anchor_elo: float = 0.0,
     prior_games: float = 2.0,
     confidence: float = 0.95,
+    anchors: Mapping[str, float] | None = None,
 ) -> dict[str, Rating]:
     """Fit Elo ratings to every result; returns {player: Rating}, empty for no results.
 
@@ -257,6 +267,9 @@ def fit_ratings(
     value). If it has no games: the default "random" falls back to fixing the mean rating at
     ``anchor_elo``; any other name raises UnknownAnchorError. ``anchor=None`` fixes the mean.
     prior_games: virtual draws per player against the mean (> 0; BayesElo's prior is 2).
+    anchors: several players fixed at once, {name: Elo} (e.g. GnuGo levels at their offsets
+    from `bench/ladder.py`, so that every run's ratings share one scale); those without games
+    are left out, and with none left the fit falls back to ``anchor`` / ``anchor_elo``.
     """
     if not prior_games > 0:
         raise RatingError(f"prior_games must be > 0, got {prior_games}")
@@ -268,10 +281,17 @@ def fit_ratings(
     if anchor is not None and anchor not in t.players and anchor != DEFAULT_ANCHOR:
         shown = ", ".join(sorted(t.players)[:8])
         raise UnknownAnchorError(f"anchor player {anchor!r} has no games; players: {shown}")
-    fixed = t.players.index(anchor) if anchor is not None and anchor in t.players else None
-    x, hess = _newton(t, prior_games, fixed if fixed is not None else 0)
-    logits, sd = _laplace(x, hess, fixed)
-    elo, sd = logits / ELO_TO_LOGIT + anchor_elo, sd / ELO_TO_LOGIT
+    present = {t.players.index(a): e for a, e in (anchors or {}).items() if a in t.players}
+    if present:
+        x, hess = _newton(t, prior_games, {p: e * ELO_TO_LOGIT for p, e in present.items()})
+        logits, sd = _laplace(x, hess, list(present))
+        elo, sd = logits / ELO_TO_LOGIT, sd / ELO_TO_LOGIT
+        elo[list(present)] = list(present.values())  # exactly, not through the logit scale
+    else:
+        fixed = t.players.index(anchor) if anchor is not None and anchor in t.players else None
+        x, hess = _newton(t, prior_games, {0 if fixed is None else fixed: 0.0})
+        logits, sd = _laplace(x, hess, [] if fixed is None else [fixed])
+        elo, sd = logits / ELO_TO_LOGIT + anchor_elo, sd / ELO_TO_LOGIT
     z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
     games, wins = _record(t)
     return {

@@ -112,6 +112,27 @@ def test_gaps_do_not_depend_on_the_anchor() -> None:
     assert by_d["b"].elo - by_d["a"].elo == pytest.approx(gap, abs=1e-6)
 
 
+def test_several_anchors_are_held_at_their_offsets_and_place_the_others_on_that_scale() -> None:
+    # The ladder's use: GnuGo levels fixed at calibrated offsets, a new player rated against them.
+    results = simulate(3000, seed=7)
+    fixed = {"random": 0.0, "b": 300.0, "d": 600.0}
+    ratings = fit_ratings(results, anchors=fixed)
+    for name, elo in fixed.items():
+        r = ratings[name]
+        assert (r.elo, r.low, r.high) == (elo, elo, elo)
+    for name, truth in (("a", 150.0), ("c", 450.0)):
+        assert ratings[name].low <= truth <= ratings[name].high
+    # Offsets that contradict the games move the free players, not the anchors.
+    skewed = fit_ratings(results, anchors={"random": 0.0, "d": 900.0})
+    assert skewed["d"].elo == 900.0 and skewed["c"].elo > ratings["c"].elo
+    # Anchors without games are left out; with none left, the single anchor applies.
+    alone = fit_ratings(results, anchors={"gnugo-l1": -400.0, "c": 450.0})
+    assert alone["c"].elo == 450.0 and "gnugo-l1" not in alone
+    fallback = fit_ratings(results, anchors={"gnugo-l1": -400.0})
+    assert fallback["random"].elo == 0.0
+    assert fallback["d"].elo == pytest.approx(fit_ratings(results)["d"].elo)
+
+
 def test_without_the_default_anchor_the_mean_is_fixed() -> None:
     results = [("p", "q", 1.0), ("q", "r", 1.0), ("r", "p", 0.5), ("p", "r", 1.0)]
     for anchor in ("random", None):
