@@ -6,7 +6,7 @@ A playout starts from the empty board and plays, for each move, a move uniform a
 moves (pass included, positional superko enforced) until two passes in a row or 2*N*N moves.
 Paths, on 9x9 and 19x19 (komi 7.5):
 
-- ``tabula incremental``: ``tabula.go.playout.random_games``, the whole loop in numba over
+- ``tabula incremental``: ``bench.playout.random_games``, the whole loop in numba over
   incrementally kept groups (what the ratio to OpenSpiel is taken on);
 - ``tabula stateless``: the same games through ``board.legal_mask`` + ``board.play_move`` per
   move (an O(M) mask each move: the per-node cost the tree search pays);
@@ -52,8 +52,8 @@ def _timed(run_batch: Callable[[], int], seconds: float) -> tuple[float, int]:
 
 def tabula_paths(N: int) -> tuple[dict[str, Callable[[], int]], dict[str, dict]]:
     """Batch runners for the two tabula paths, and their first-call (compile) figures."""
+    from bench.playout import new_state, random_games, random_games_stateless
     from tabula.go.board import rules_context
-    from tabula.go.playout import new_state, random_games, random_games_stateless
 
     ctx = rules_context(N)
     state = new_state(N)

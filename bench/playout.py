@@ -1,6 +1,9 @@
-"""Incremental Go state for fast sequential play (random playouts, the engine benchmark).
+"""Incremental Go state for fast sequential play: the random playouts of ``bench/engine.py``.
 
-``board.py`` recomputes groups per call, which suits a search that jumps between positions.
+Not part of the package: tabula's search uses the stateless kernels of ``tabula.go.board``;
+this engine serves the engine benchmark (tabula against OpenSpiel) and its tests.
+
+``tabula.go.board`` recomputes groups per call, which suits a search that jumps between positions.
 A game played forward move by move can instead keep its groups up to date, so each move is
 decided in O(1). ``PlayState`` holds, per group (indexed by a root stone):
 
@@ -12,7 +15,7 @@ decided in O(1). ``PlayState`` holds, per group (indexed by a root stone):
 - the XOR of its stones' Zobrist keys (``ghash``), so the hash after a capture is O(1).
 
 Plus the list of empty points (``empties[:n_empty]`` with positions ``epos``) to draw moves
-from, the board hash, and the game's superko hash set. Same conventions as ``board.py``
+from, the board hash, and the game's superko hash set. Same conventions as ``tabula.go.board``
 (flat ``int8[M]`` board, +1 black, -1 white, pass = ``M``, same Zobrist keys and hashes).
 
 Kernels (all ``@njit(cache=True, nogil=True)``; ``nbr``/``zob`` from ``rules_context(N)``):

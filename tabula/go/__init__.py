@@ -3,7 +3,6 @@
 - ``coords``: every coordinate system (flat, (row, col), GTP, SGF) and conversions.
 - ``board``: stateless rules kernels for the search (play, legal mask, score, hashing).
 - ``hashset``: the uint64 hash set used for positional superko.
-- ``playout``: an incremental game state for fast sequential play (random playouts).
 - ``game``: ``Game``, a full game with history and undo.
 """
 

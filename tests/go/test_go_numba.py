@@ -17,15 +17,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _DISPATCHERS = textwrap.dedent("""
     import numba.core.registry as reg
-    import tabula.features, tabula.go, tabula.go.board, tabula.go.hashset, tabula.go.playout
-    mods = [tabula.features, tabula.go.board, tabula.go.hashset, tabula.go.playout]
+    import bench.playout, tabula.features, tabula.go, tabula.go.board, tabula.go.hashset
+    mods = [tabula.features, tabula.go.board, tabula.go.hashset, bench.playout]
     ds = [v for m in mods for v in vars(m).values() if isinstance(v, reg.CPUDispatcher)]
 """)
 
 _WORKLOAD = textwrap.dedent("""
     import numpy as np
     from tabula.go import Game, rules_context
-    from tabula.go.playout import new_state, random_games, random_games_stateless
+    from bench.playout import new_state, random_games, random_games_stateless
     g = Game(9)
     g.play(40); g.legal_mask(); g.score(); g.features(); g.undo()
     ctx = rules_context(9)

@@ -1,4 +1,4 @@
-"""The incremental engine (``playout.py``) against ``Game`` and a recompute from scratch."""
+"""The benchmarks' incremental engine (``bench/playout.py``) against ``Game`` and a recompute."""
 
 from __future__ import annotations
 
@@ -6,10 +6,7 @@ import numpy as np
 import pytest
 from go_helpers import ref_group, ref_neighbors
 
-from tabula.go import Game
-from tabula.go.board import rules_context
-from tabula.go.hashset import hashset_contains, hashset_count
-from tabula.go.playout import (
+from bench.playout import (
     new_state,
     random_game,
     random_games,
@@ -19,6 +16,9 @@ from tabula.go.playout import (
     state_play,
     state_reset,
 )
+from tabula.go import Game
+from tabula.go.board import rules_context
+from tabula.go.hashset import hashset_contains, hashset_count
 
 
 def _rng(seed: int) -> np.ndarray:
