@@ -1,8 +1,9 @@
 """The `tabula` command: a thin Typer shell over the functions the tasks and flows call.
 
 Every command takes `--config FILE` (default: the embedded quick-start config) and any number of
-`--set section.key=value` overrides. Expected failures (bad config, missing or corrupt files,
-illegal moves) print one line and exit with code 2; nothing here holds logic of its own.
+`--set section.key=value` overrides. Expected failures (a `tabula.errors.TabulaError`: bad
+config, missing or corrupt files, illegal moves) print one line and exit with code 2; anything
+else is a bug and shows its traceback. Nothing here holds logic of its own.
 """
 
 from __future__ import annotations
