@@ -1,5 +1,7 @@
 """`tabula run` in a subprocess and what a finished run must hold: the helpers of the tests
-that kill and resume runs (`tests/flows/test_resume.py`, `tests/e2e/test_faults.py`).
+that kill and resume runs (`tests/flows/test_resume.py`, `tests/e2e/test_faults.py`): a run
+is killed from outside at a moment (`kill_when`) or kills itself at a named point of a stage
+(``start(..., kill_at=...)``, then `killed_itself`), whatever the machine's load.
 
 Every run is the real ``tabula run`` against a given Prefect API, with the TINY config of
 ``tests/flows``, in a project cloned from an empty user repo (`tests.repos`).
@@ -21,6 +23,7 @@ import yaml
 
 from tasks import tracking, versioning
 from tasks.layout import RunLayout, read_json
+from tasks.resume import KILL_AT
 from tests.flows.conftest import TINY
 
 TABULA = str(Path(sys.executable).parent / "tabula")
@@ -52,13 +55,21 @@ class Run:
 
 
 def start(
-    project: Path, iterations: int, api: str, preexec: Callable[[], None] | None = None
+    project: Path,
+    iterations: int,
+    api: str,
+    preexec: Callable[[], None] | None = None,
+    kill_at: str | None = None,
 ) -> Run:
-    """Start ``tabula run`` with TINY; ``preexec`` runs in the child before it starts."""
+    """Start ``tabula run`` with TINY; ``preexec`` runs in the child before it starts;
+    ``kill_at``: the point where the run kills itself (``tasks.resume.KILL_AT``, test-only)."""
     args = [TABULA, "run", "--iterations", str(iterations)]
     for item in TINY:
         args += ["--set", item]
     env = {**os.environ, "PREFECT_API_URL": api, "PREFECT_LOGGING_LEVEL": "WARNING"}
+    env.pop(KILL_AT, None)
+    if kill_at is not None:
+        env[KILL_AT] = kill_at
     log = None
     if preexec is None:  # else a pipe: a log file would itself hit a file size limit
         (logs := project.parent / "logs").mkdir(exist_ok=True)
@@ -98,6 +109,16 @@ def kill_when(run: Run, ready: Callable[[], bool], limit: float = 600) -> bool:
         time.sleep(0.01)
     run.kill()
     return True
+
+
+def killed_itself(run: Run, limit: float = 600) -> bool:
+    """Wait for a run started with ``kill_at``: True when it SIGKILLed itself at that point,
+    False when it finished first (it must have succeeded: the point was never reached)."""
+    rc, stderr = run.wait(timeout=limit)
+    with contextlib.suppress(ProcessLookupError):  # whatever the run had started dies with it
+        os.killpg(run.proc.pid, signal.SIGKILL)
+    assert rc in (0, -signal.SIGKILL), f"exit {rc}:\n{stderr[-3000:]}"
+    return rc == -signal.SIGKILL
 
 
 def error_line(stderr: str) -> str:
