@@ -384,8 +384,8 @@ class MatchSummary:
     wins_as_white: int
     duplicates: int
     mean_moves: float
-    scored: int
-    mean_margin: float | None
+    scored: int = 0  # defaults: summaries recorded before the margin was kept still load
+    mean_margin: float | None = None
 
     @property
     def score(self) -> float:
