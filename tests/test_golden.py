@@ -44,10 +44,7 @@ def _digest(*arrays: np.ndarray | float | int | None) -> str:
 
 
 def _hashed_evaluator():
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent / "mcts"))
-    from mcts_helpers import hashed
+    from tests.helpers.mcts import hashed
 
     return hashed
 

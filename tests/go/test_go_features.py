@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from go_helpers import random_game
 
 from tabula.features import (
     apply_planes,
@@ -18,6 +17,7 @@ from tabula.features import (
     transform_move,
 )
 from tabula.go import Game
+from tests.helpers.go import random_game
 
 SIZES = [5, 9, 19]
 

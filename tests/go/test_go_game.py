@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from go_helpers import KO, assert_illegal, game_from_diagram, mv
 
 from tabula.go import Game, IllegalMoveError
+from tests.helpers.go import KO, assert_illegal, game_from_diagram, mv
 
 # -- passes and the end of the game --------------------------------------------------
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from go_helpers import ref_group, ref_neighbors
 
 from bench.playout import (
     new_state,
@@ -19,6 +18,7 @@ from bench.playout import (
 from tabula.go import Game
 from tabula.go.board import rules_context
 from tabula.go.hashset import hashset_contains, hashset_count
+from tests.helpers.go import ref_group, ref_neighbors
 
 
 def _rng(seed: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Invariants over many random games on 5x5, 9x9 and 19x19.
 
 Each game is played by ``Game`` with moves uniform among its legal mask, then checked
-against the reference rules of ``go_helpers`` (sets, no numba): the incremental state
+against the reference rules of ``tests.helpers.go`` (sets, no numba): the incremental state
 equals a recompute from scratch, the mask agrees with ``play``, no position repeats,
 score and legality are invariant under the 8 symmetries, and undo restores exactly.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from go_helpers import random_game, ref_area, ref_hash, ref_play
 
 from tabula.features import apply_policy, transform_move
 from tabula.go import Game, IllegalMoveError
 from tabula.go.hashset import hashset_contains, hashset_count
+from tests.helpers.go import random_game, ref_area, ref_hash, ref_play
 
 # (size, games in the default run, games under -m slow)
 SIZES = [(5, 2000, 10000), (9, 300, 1500), (19, 30, 100)]

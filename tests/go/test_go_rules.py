@@ -4,9 +4,9 @@ captures, suicide, ko and positional superko."""
 from __future__ import annotations
 
 import numpy as np
-from go_helpers import KO, SUPERKO, assert_board, assert_illegal, game_from_diagram, mv
 
 from tabula.go.board import play_move, rules_context
+from tests.helpers.go import KO, SUPERKO, assert_board, assert_illegal, game_from_diagram, mv
 
 # -- captures ------------------------------------------------------------------------
 

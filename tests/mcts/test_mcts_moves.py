@@ -8,11 +8,11 @@ import copy
 
 import numpy as np
 import pytest
-from mcts_helpers import hashed, searched
 
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, SearchError, SearchParams
 from tabula.mcts.trees import KEPT
+from tests.helpers.mcts import hashed, searched
 
 
 def searched_slots(games: int = 4, size: int = 7, seed: int = 0) -> BatchedMCTS:

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mcts_helpers import check_tree, hashed
 
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, SearchParams
+from tests.helpers.mcts import check_tree, hashed
 
 
 def random_game(size: int, moves: int, seed: int) -> Game:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mcts_helpers import (
+
+from tabula.features import apply_planes
+from tabula.go.game import Game
+from tabula.mcts import BatchedMCTS, SearchError, SearchParams
+from tabula.mcts.trees import TERMINAL
+from tests.helpers.mcts import (
     check_tree,
     game_from_diagram,
     hashed,
@@ -14,11 +19,6 @@ from mcts_helpers import (
     uniform,
     vertex,
 )
-
-from tabula.features import apply_planes
-from tabula.go.game import Game
-from tabula.mcts import BatchedMCTS, SearchError, SearchParams
-from tabula.mcts.trees import TERMINAL
 
 # Black to play: the white group in the corner (B5, A4, B4) is in atari at A5; capturing it
 # turns the board black's, while elsewhere white's area wins.

@@ -6,12 +6,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from mcts_helpers import hashed, uniform
 
 from tabula.config import load_config
 from tabula.go.game import Game
 from tabula.mcts import SearchParams
 from tabula.selfplay import GameRecord, SelfPlayParams, SelfPlayStats, play_games
+from tests.helpers.mcts import hashed, uniform
 
 
 def params(**changes) -> SelfPlayParams:

@@ -1,4 +1,4 @@
-"""Helpers for the search tests: network-free evaluators, positions from diagrams, and
+"""Search test helpers: network-free evaluators, positions from diagrams, and
 from-scratch recounts of a tree (STYLE.md 8: test search without a network).
 
 Diagrams are in GTP orientation (row N on top), ``X`` black, ``O`` white, ``.`` empty.
