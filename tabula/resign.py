@@ -3,7 +3,8 @@
 The rule: the side to move resigns when its root value AND its best child's value (the Q of
 the most visited move) are both below ``v_resign``, i.e. when
 ``max(root value, best child value) < v_resign``. Values are from the side to move, in
-[-1, 1].
+[-1, 1]. `should_resign` states it for one position, `resign_mask` for the many positions
+of one self-play step (what `tabula.selfplay` calls).
 
 Calibration: a fraction of self-play games (paper 10%) is played with resignation disabled.
 For each of them the search still records ``m = max(root value, best child value)`` at every
@@ -36,6 +37,23 @@ import numpy as np
 def should_resign(root_value: float, best_child_value: float, v_resign: float | None) -> bool:
     """The paper's rule: both values below ``v_resign`` (None: never resign)."""
     return v_resign is not None and root_value < v_resign and best_child_value < v_resign
+
+
+def resign_mask(
+    root_values: np.ndarray,
+    best_child_values: np.ndarray,
+    v_resign: float | None,
+    disabled: np.ndarray,
+) -> np.ndarray:
+    """`should_resign` for k positions at once, as self-play applies it after each search.
+
+    root_values, best_child_values: [k], from the side to move; disabled: bool[k], the
+    position's game plays to the end (resignation off for calibration). Returns bool[k].
+    """
+    if v_resign is None:
+        return np.zeros(len(root_values), dtype=bool)
+    below = (np.asarray(root_values) < v_resign) & (np.asarray(best_child_values) < v_resign)
+    return ~np.asarray(disabled, dtype=bool) & below
 
 
 @dataclass(frozen=True)

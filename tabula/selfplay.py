@@ -33,7 +33,7 @@ from tabula.config import Config
 from tabula.features import NUM_PLANES
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, Evaluate, SearchParams, evaluate_in_chunks
-from tabula.resign import ResignTrace
+from tabula.resign import ResignTrace, resign_mask
 
 
 @dataclass(frozen=True)
@@ -200,10 +200,8 @@ class _Loop:
         """Resign or move in each slot of ``done`` (finished searches), slot order."""
         mcts, p = self.mcts, self.params
         roots = mcts.roots(done)
-        resigns = np.zeros(len(done), dtype=bool)
-        if p.v_resign is not None:  # `tabula.resign.should_resign`, for all slots at once
-            allowed = np.array([not self._game(s).resign_disabled for s in done])
-            resigns = allowed & (roots.value < p.v_resign) & (roots.best_value < p.v_resign)
+        disabled = np.array([self._game(s).resign_disabled for s in done], dtype=bool)
+        resigns = resign_mask(roots.value, roots.best_value, p.v_resign, disabled)
         before = mcts.games(done)
         colors = before.to_play.astype(np.int64)
         moving = ~resigns
