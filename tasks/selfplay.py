@@ -32,6 +32,7 @@ from model.network import PolicyValueNet, load_checkpoint, network_for, weights_
 from model.shards import ShardRecords, write_shard
 from tabula.config import Config
 from tabula.errors import UsageError
+from tabula.features import NUM_PLANES
 from tabula.resign import ResignTrace
 from tabula.selfplay import GameRecord, SelfPlayParams, SelfPlayStats, play_games
 from tabula.sgf import game_to_sgf, result_string
@@ -142,7 +143,7 @@ def run_worker(
     evaluate = Evaluator(net, device=cfg.pipeline.device)
     params = SelfPlayParams.from_config(cfg)
     if rows_per_shard is None:
-        rows_per_shard = max(1000, SHARD_PLANE_BYTES // (17 * cfg.rules.board_size**2))
+        rows_per_shard = max(1000, SHARD_PLANE_BYTES // (NUM_PLANES * cfg.rules.board_size**2))
     writer = _Writer(cfg, out, model_id, iteration, worker, rows_per_shard)
     stats = SelfPlayStats()
     traces: list[ResignTrace] = []

@@ -23,6 +23,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from tabula.go.coords import MAX_SIZE, MIN_SIZE
+
 __all__ = [
     "Config",
     "EvaluationConfig",
@@ -48,7 +50,9 @@ class _Section(BaseModel):
 class RulesConfig(_Section):
     """The game: board size and komi (the rules themselves are fixed, see DESIGN.md)."""
 
-    board_size: int = Field(default=9, ge=5, le=19, description="N: an N x N board (paper 19).")
+    board_size: int = Field(
+        default=9, ge=MIN_SIZE, le=MAX_SIZE, description="N: an N x N board (paper 19)."
+    )
     komi: float = Field(
         default=7.5, ge=-361, le=361, description="Added to White; a multiple of 0.5 (paper 7.5)."
     )
