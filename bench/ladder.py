@@ -87,29 +87,29 @@ def play_pair(low: int, high: int, games: int, args: argparse.Namespace, console
     console.print(f"  {games - done} games in {seconds:.0f} s, {duplicates} repeated a game")
 
 
-def pair_row(low: int, high: int, args: argparse.Namespace) -> dict:
-    match_id = f"ladder-{args.size}x{args.size}-gnugo-l{high}-vs-l{low}"
-    rows = _pair_rows(args.store, match_id)
-    strong = f"gnugo-l{high}"
+def side_summary(rows: list[dict], player: str) -> dict:
+    """``player``'s record in store rows of its games: win rate (draws half) with its 95%
+    Wilson interval over decided games, aborts, and the mean margin over scored games."""
     decided = [r for r in rows if r["winner"] is not None]
-    points = sum(
-        0.5 if r["winner"] == 0 else float((r["black"] == strong) == (r["winner"] == 1))
-        for r in decided
-    )
-    margins = [
-        r["score"] * (1 if r["black"] == strong else -1) for r in rows if r["score"] is not None
-    ]
-    lo, hi = win_rate_interval(points, len(decided)) if decided else (0.0, 1.0)
+    side = {id(r): 1 if r["black"] == player else -1 for r in rows}
+    points = sum(0.5 if r["winner"] == 0 else float(r["winner"] == side[id(r)]) for r in decided)
+    margins = [r["score"] * side[id(r)] for r in rows if r["score"] is not None]
+    low, high = win_rate_interval(points, len(decided)) if decided else (0.0, 1.0)
     return {
-        "pair": f"l{high} vs l{low}",
         "games": len(rows),
         "aborts": len(rows) - len(decided),
         "win_rate": points / len(decided) if decided else None,
-        "low": lo,
-        "high": hi,
+        "low": low,
+        "high": high,
         "mean_margin": sum(margins) / len(margins) if margins else None,
         "scored": len(margins),
     }
+
+
+def pair_row(low: int, high: int, args: argparse.Namespace) -> dict:
+    match_id = f"ladder-{args.size}x{args.size}-gnugo-l{high}-vs-l{low}"
+    rows = _pair_rows(args.store, match_id)
+    return {"pair": f"l{high} vs l{low}", **side_summary(rows, f"gnugo-l{high}")}
 
 
 def main() -> None:
