@@ -66,7 +66,9 @@ from tests.repos import make_user_repo  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 BUDGETS = {"quick": 0.4, "1ch": 1.0, "4ch": 4.0}  # core-hours; quick: what `make run` spends
 LEVELS = (1, 5, 10)
-TABULA = Path(sys.executable).parent / "tabula"
+# The CLI of this checkout (not the installed entry point), so a benchmark run from a git
+# worktree trains with that worktree's code.
+TABULA = [sys.executable, "-c", "import cli; cli.app()"]
 
 # The machine fit both configs share: two self-play workers on two cores, batches of 256, no
 # DataLoader processes, fp32 (precision is issue 15's), no GnuGo inside the run (rated here).
@@ -133,6 +135,7 @@ def _run_env(work: Path) -> dict[str, str]:
         "PREFECT_LOGGING_LEVEL": "WARNING",
         "PREFECT_HOME": str(work / "prefect"),
         "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(ROOT / ".numba_cache")),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
 
 
@@ -144,7 +147,7 @@ def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, co
     project = work / "project"
     if not project.exists():
         make_user_repo(project, who="strength")
-    argv = [str(TABULA), "run", "--config", str(ROOT / entry.file), "--name", f"strength-{name}"]
+    argv = [*TABULA, "run", "--config", str(ROOT / entry.file), "--name", f"strength-{name}"]
     argv += [a for o in entry.overrides for a in ("--set", o)]
     while state.get("failed") is None:
         spent = state["iterations"][-1]["cpu_s"] if state["iterations"] else 0.0
@@ -170,9 +173,8 @@ def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, co
 # -- the ladder ---------------------------------------------------------------------------------
 
 
-def ladder_offsets() -> dict[str, float]:
+def ladder_offsets(path: Path) -> dict[str, float]:
     """GnuGo levels' Elo from bench/ladder.py (level 1 = 0); level 1 alone if not measured."""
-    path = ROOT / "bench" / "results" / "ladder.json"
     if not path.exists():
         return {"gnugo-l1": 0.0}
     return {name: row["elo"] for name, row in json.loads(path.read_text())["elo"].items()}
@@ -240,9 +242,9 @@ def rate_config(name: str, work: Path, state: dict, args: argparse.Namespace) ->
     }
 
 
-def add_elo(rows: list[dict[str, Any]], workdir: Path) -> dict[str, float]:
+def add_elo(rows: list[dict[str, Any]], workdir: Path, ladder: Path) -> dict[str, float]:
     """Elo of every rated checkpoint, fitted over all ladder games with GnuGo held fixed."""
-    anchors = ladder_offsets()
+    anchors = ladder_offsets(ladder)
     results = []
     for row in rows:
         store = workdir / row["config"] / "ladder"
@@ -297,26 +299,30 @@ def plot(rows: list[dict[str, Any]], path: Path, budget: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
     for row in rows:
         points = sorted(
-            (p["cpu_s"] / CORE_HOUR, p["elo"]) for p in row["checkpoints"].values() if p["elo"]
+            (p["cpu_s"] / CORE_HOUR, p["elo"], p["matches"][0])
+            for p in row["checkpoints"].values()
+            if p["elo"]
         )
         if not points:
             continue
         x = [p[0] for p in points]
         y = [p[1]["elo"] for p in points]
-        err = [
-            [p[1]["elo"] - p[1]["low"] for p in points],
-            [p[1]["high"] - p[1]["elo"] for p in points],
-        ]
+        err = [[p[1]["elo"] - p[1]["low"] for p in points],
+               [p[1]["high"] - p[1]["elo"] for p in points]]  # fmt: skip
         ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=row["config"])
-    ax.axhline(0.0, color="grey", linestyle=":", linewidth=1)
+        margins = [(p[0], p[2]["mean_margin"]) for p in points if p[2]["mean_margin"] is not None]
+        bx.plot([m[0] for m in margins], [m[1] for m in margins], marker="o", label=row["config"])
+    for axis in (ax, bx):
+        axis.axhline(0.0, color="grey", linestyle=":", linewidth=1)
+        axis.set_xlabel("CPU core-hours (user + system, all processes of the run)")
+        axis.legend()
     ax.text(0.0, 0.0, " GnuGo level 1", va="bottom", fontsize=8, color="grey")
-    ax.set_xlabel("CPU core-hours (user + system, all processes of the run)")
     ax.set_ylabel("Elo (GnuGo level 1 = 0, 95% interval)")
-    ax.set_title(f"tabula 9x9: strength against compute (budget {budget})")
-    ax.legend()
+    bx.set_ylabel("mean score margin vs GnuGo level 1 (points)")
+    fig.suptitle(f"tabula 9x9: strength against compute (budget {budget})")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -333,6 +339,10 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=6, help="checkpoints rated per run")
     parser.add_argument("--simulations", type=int, default=64, help="our side's, every config")
     parser.add_argument("--workdir", type=Path, help="default bench/results/strength/BUDGET")
+    parser.add_argument(
+        "--ladder", type=Path, default=ROOT / "bench" / "results" / "ladder.json",
+        help="the GnuGo levels' Elo offsets (bench/ladder.py --json)",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--png", type=Path, help="write the learning curve here")
     args = parser.parse_args()
@@ -357,7 +367,7 @@ def main() -> None:
         state = train_within_budget(name, CONFIGS[name], work, hours * CORE_HOUR, console)
         console.print(f"{name}: rating on the GnuGo ladder")
         rows.append(rate_config(name, work, state, args))
-    anchors = add_elo(rows, workdir)
+    anchors = add_elo(rows, workdir, args.ladder)
     console.print(table(rows, args.budget, args.simulations))
     console.print(f"wall time of the benchmark: {(time.monotonic() - started) / 60:.0f} min")
     payload = {
