@@ -36,18 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tabula.config import load_config  # noqa: E402
 from tabula.elo import fit_ratings  # noqa: E402
 from tabula.gating import win_rate_interval  # noqa: E402
-from tabula.openings import opening_set  # noqa: E402
+from tabula.ladder import gnugo_spec  # noqa: E402
+from tabula.openings import OPENINGS_SEED, opening_set  # noqa: E402
 from tasks.match import GameRecord, run_match  # noqa: E402
 from tasks.ratings import load_results, results_from_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-GNUGO_FLAGS = "--mode gtp --chinese-rules --positional-superko --capture-all-dead"
-OPENINGS_SEED = 14  # one fixed set for every calibration and every strength run
-
-
-def gnugo_spec(level: int) -> str:
-    """The player spec of GnuGo at ``level`` under our rules (`tasks.players` grammar)."""
-    return f"gtp:gnugo {GNUGO_FLAGS} --level {level}"
 
 
 def _pair_rows(store: Path, match_id: str) -> list[dict]:

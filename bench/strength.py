@@ -50,11 +50,12 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.ladder import OPENINGS_SEED, gnugo_spec, side_summary  # noqa: E402
+from bench.ladder import side_summary  # noqa: E402
 from model.files import write_json  # noqa: E402
 from tabula.config import Config, load_config  # noqa: E402
 from tabula.elo import fit_ratings  # noqa: E402
-from tabula.openings import opening_set  # noqa: E402
+from tabula.ladder import gnugo_spec  # noqa: E402
+from tabula.openings import OPENINGS_SEED, opening_set  # noqa: E402
 from tasks.cputime import CORE_HOUR, run_measured  # noqa: E402
 from tasks.layout import RunLayout  # noqa: E402
 from tasks.match import run_match  # noqa: E402
@@ -78,7 +79,7 @@ MACHINE = [
     "selfplay.batch_size=256",
     "training.num_workers=0",
     "training.bf16=false",
-    "evaluation.gnugo=null",
+    "evaluation.anchors=[]",
     "evaluation.anchor_games=20",
 ]
 

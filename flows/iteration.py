@@ -87,17 +87,17 @@ def run_evaluate(
 ) -> EvaluationRecord:
     i = plan.iteration
     gate = stages.gate(cfg, layout, i, plan.best, plan.gate_seed)
-    anchors = ["random"] + ([f"gtp:{cfg.evaluation.gnugo}"] if cfg.evaluation.gnugo else [])
+    anchors, skipped = stages.anchors_to_play(cfg, i)
     matches = {
         a: stages.anchor_match(cfg, layout, i, a, derive_seed(plan.gate_seed, k + 1))
         for k, a in enumerate(anchors)
-        if cfg.evaluation.anchor_games > 0
     }
-    table = stages.ratings(layout, i)
+    table = stages.ratings(cfg, layout, i)
     hashes = stages.dvc_commit(layout, i, Stage.EVALUATE.value)
     result = EvaluationRecord(
         gate=gate,
-        anchors=matches,
+        anchors={m.summary.second: m for m in matches.values()},
+        skipped=skipped,
         ratings=table,
         hashes=hashes,
         elo=stages.elo_of(layout, i, table),

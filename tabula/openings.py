@@ -27,6 +27,9 @@ from tabula.errors import UsageError
 from tabula.features import inverse_symmetry_permutations
 from tabula.go.game import Game
 
+#: The seed of every match's opening set: the same openings for every run, config and bench.
+OPENINGS_SEED = 14
+
 Opening = tuple[int, ...]
 """Flat moves (row * N + col, GTP row 1 at the bottom as everywhere), Black first."""
 

@@ -2,7 +2,7 @@
 
 `GtpPlayer` implements both `tabula.gtp.Player` and `tabula.arena.ArenaPlayer`;
 `tasks.players.make_player` builds one from a ``gtp:COMMAND LINE`` spec (grammar and program
-lookup there). `engine_name` gives an engine's name in the results store ("gnugo-l1").
+lookup there). `tabula.ladder.engine_name` gives an engine's name in the results store ("gnugo-l1").
 
 A crash, a timeout or a garbage answer is an `EngineFailure`; the arena counts it as a forfeit.
 """
@@ -17,31 +17,14 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from tabula.arena import Failure, FailureKind, MoveRequest
 from tabula.go import coords
 from tabula.go.game import Game
 from tabula.gtp import RESIGN
+from tabula.ladder import engine_name
 
 GTP_CONCURRENCY = 4  # engine processes per GTP player (one per game in progress)
-
-
-def engine_name(argv: Sequence[str]) -> str:
-    """Store name of a GTP engine: program stem plus "-l<level>" ("gnugo-l1").
-
-    For an interpreter running a script ("python engine.py") the script's stem is used.
-    """
-    stem = Path(argv[0]).stem
-    rest = list(argv[1:])
-    if re.fullmatch(r"python[0-9.]*", stem) and rest and not rest[0].startswith("-"):
-        stem, rest = Path(rest[0]).stem, rest[1:]
-    for i, arg in enumerate(rest):
-        if arg.startswith("--level="):
-            return f"{stem}-l{arg.split('=', 1)[1]}"
-        if arg == "--level" and i + 1 < len(rest):
-            return f"{stem}-l{rest[i + 1]}"
-    return stem
 
 
 class EngineFailure(RuntimeError):

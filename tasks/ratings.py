@@ -183,17 +183,20 @@ def ratings_table(
     anchor: str | None = DEFAULT_ANCHOR,
     anchor_elo: float = 0.0,
     prior_games: float = 2.0,
+    anchors: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
     """Fit Elo over every rated game in the store; rows sorted by Elo, strongest first.
 
     Each row: rank (1 = strongest), player, elo, low, high (95% interval), games, wins (draws
-    as 0.5). The anchor rules are those of ``tabula.elo.fit_ratings``.
+    as 0.5). The anchor rules (``anchor``, or several fixed ``anchors``) are those of
+    ``tabula.elo.fit_ratings``.
     """
     ratings = fit_ratings(
         results_from_rows(load_results(store)),
         anchor=anchor,
         anchor_elo=anchor_elo,
         prior_games=prior_games,
+        anchors=anchors,
     )
     ordered = sorted(ratings.values(), key=lambda r: (-r.elo, r.player))
     return [
@@ -214,10 +217,12 @@ def plot_elo_curve(
     points: Sequence[tuple[int, float, float, float]],
     path: str | os.PathLike[str],
     title: str = "Elo by iteration",
+    scale: str | None = None,
 ) -> Path:
     """Write a PNG of Elo against iteration with [low, high] error bars; returns the path.
 
-    points: (iteration, elo, low, high), any order. The file is written atomically.
+    points: (iteration, elo, low, high), any order; scale: which player sits at 0 (e.g.
+    "GnuGo level 1 = 0"), for the axis label. The file is written atomically.
     """
     # Imported here: matplotlib is slow to import and only this function needs it.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -239,7 +244,7 @@ def plot_elo_curve(
         errors = [[p[1] - p[2] for p in ordered], [p[3] - p[1] for p in ordered]]
         axes.errorbar(xs, ys, yerr=errors, fmt="o-", capsize=3)
     axes.set_xlabel("iteration")
-    axes.set_ylabel("Elo (95% interval)")
+    axes.set_ylabel(f"Elo ({scale}, 95% interval)" if scale else "Elo (95% interval)")
     axes.set_title(title)
     axes.grid(True, alpha=0.3)
     figure.tight_layout()

@@ -32,7 +32,8 @@ def metrics_of(record: Any, prefix: str) -> dict[str, float]:
 
 def evaluation_metrics(evaluation: EvaluationRecord) -> dict[str, float | None]:
     """An evaluation's MLflow metrics: the gate's win rate and games, the Elo with its
-    interval, and the score against each anchor (``eval/score_vs_random``)."""
+    interval, and the score and mean margin against each anchor (``eval/score_vs_random``,
+    ``eval/margin_vs_gnugo-l1``)."""
     decision = evaluation.gate.decision
     metrics: dict[str, float | None] = {
         "eval/win_rate": decision.win_rate,
@@ -42,7 +43,10 @@ def evaluation_metrics(evaluation: EvaluationRecord) -> dict[str, float | None]:
         elo = evaluation.elo
         metrics.update({"elo": elo.elo, "elo_low": elo.low, "elo_high": elo.high})
     for name, match in evaluation.anchors.items():
-        metrics[f"eval/score_vs_{name.split()[0].removeprefix('gtp:')}"] = match.score
+        label = name.split()[0].removeprefix("gtp:")  # runs before issue 14 keyed by spec
+        metrics[f"eval/score_vs_{label}"] = match.score
+        if match.summary.mean_margin is not None:
+            metrics[f"eval/margin_vs_{label}"] = match.summary.mean_margin
     return metrics
 
 

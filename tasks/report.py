@@ -23,6 +23,7 @@ from tabula.errors import UsageError
 from tasks.layout import RunLayout
 from tasks.records import ITERATION_STAGES, EvaluationRecord, Stage
 from tasks.resume import champion, finished
+from tasks.stages import elo_scale
 from tasks.summary import SummaryRow
 
 
@@ -37,17 +38,19 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.0f}%"
 
 
+def _vs_anchor(row: SummaryRow, name: str) -> str:
+    if name not in row.vs_anchors:
+        return "—"
+    margin = row.margins.get(name)
+    return _pct(row.vs_anchors[name]) + ("" if margin is None else f" ({margin:+.1f})")
+
+
 def summary_table(rows: list[SummaryRow], title: str) -> Table:
+    anchors = sorted({name for row in rows for name in row.vs_anchors})
     table = Table(title=title)
-    for column in (
-        "iteration",
-        "promoted",
-        "gate win rate",
-        "vs random",
-        "Elo ± 95%",
-        "positions",
-        "time",
-    ):
+    columns = ["iteration", "promoted", "gate win rate", "vs random"]
+    columns += [f"vs {name} (margin)" for name in anchors]
+    for column in (*columns, "Elo ± 95%", "positions", "time"):
         table.add_column(column, justify="right")
     for row in rows:
         table.add_row(
@@ -55,11 +58,18 @@ def summary_table(rows: list[SummaryRow], title: str) -> Table:
             "yes" if row.promoted else "no",
             _pct(row.win_rate),
             _pct(row.vs_random),
+            *(_vs_anchor(row, name) for name in anchors),
             _elo(row),
             str(row.positions or "—"),
             f"{row.stage_seconds:.0f} s",
         )
     return table
+
+
+def skipped_notes(rows: list[SummaryRow]) -> list[str]:
+    """One line per anchor some iteration could not play, saying why (what to install)."""
+    reasons = {name: why for row in rows for name, why in row.skipped.items()}
+    return [f"{name} not played: {why}" for name, why in sorted(reasons.items())]
 
 
 def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
@@ -68,6 +78,11 @@ def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
     console = Console()
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
     console.print(summary_table(rows, f"tabula run {cfg.pipeline.name!r}"))
+    for note in skipped_notes(rows):
+        console.print(note)
+    last = finished(layout, rows[-1].iteration, Stage.EVALUATE, EvaluationRecord) if rows else None
+    if last is not None:
+        console.print(f"Elo scale: {elo_scale(cfg, last.ratings)} (margins: points, Tromp-Taylor)")
     best = champion(layout)
     if best is None:
         console.print("champion: iteration None (None)")

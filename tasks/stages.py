@@ -21,6 +21,8 @@ from prefect import task
 from model.files import write_json
 from tabula.config import Config
 from tabula.errors import TabulaError
+from tabula.ladder import anchor_elo, anchor_label, anchor_program, anchor_spec
+from tabula.openings import OPENINGS_SEED, opening_set
 from tabula.plan import IterationPlan, plan_iteration
 from tabula.resign import calibrate_samples
 from tasks.layout import RunLayout, reset_dir
@@ -320,21 +322,52 @@ def gate(cfg: Config, layout: RunLayout, iteration: int, best: int, seed: int) -
     return GateRecord(decision=decision, seconds=time.perf_counter() - started)
 
 
+def anchors_to_play(cfg: Config, iteration: int) -> tuple[list[str], dict[str, str]]:
+    """The anchors iteration ``iteration`` plays, and those it cannot, with why.
+
+    The uniform random player every iteration; the configured anchors (`tabula.ladder`) in
+    iterations divisible by ``evaluation.anchor_every``, each when its program is installed
+    (else skipped, with what to install); none at all when ``anchor_games`` is 0.
+    """
+    from tasks.players import PlayerSpecError, resolve_command
+
+    evaluation = cfg.evaluation
+    if evaluation.anchor_games == 0:
+        return [], {}
+    play, skipped = ["random"], {}
+    if iteration % evaluation.anchor_every == 0:
+        for name in evaluation.anchors:
+            try:
+                resolve_command(anchor_spec(name).removeprefix("gtp:"))
+            except PlayerSpecError:
+                program = anchor_program(name)
+                install = " (apt-get install gnugo)" if program == "gnugo" else ""
+                skipped[anchor_label(name)] = f"{program} is not installed{install}"
+                continue
+            play.append(name)
+    return play, skipped
+
+
 @task(name="anchor-match", task_run_name="anchor-i{iteration}-{anchor}", **IO_RETRIES)
 def anchor_match(
     cfg: Config, layout: RunLayout, iteration: int, anchor: str, seed: int
 ) -> AnchorRecord:
-    """A few games against a fixed anchor (random, GnuGo) that ground the Elo scale."""
+    """Games against a fixed anchor (random, a GnuGo level) from seeded openings: its score
+    and mean margin track progress, its fixed Elo grounds the scale (`tabula.ladder`)."""
     from tasks.match import run_match
 
-    name = anchor.split()[0].removeprefix("gtp:")
+    name = "random" if anchor == "random" else anchor_label(anchor)
+    spec = "random" if anchor == "random" else anchor_spec(anchor)
     out = layout.match(iteration) / f"vs-{name}"
     reset_dir(out)
     started = time.perf_counter()
     games = cfg.evaluation.anchor_games
+    openings = opening_set(
+        cfg.rules.board_size, (games + 1) // 2, cfg.evaluation.opening_plies, OPENINGS_SEED
+    )
     match = run_match(
         str(layout.model(iteration)),
-        anchor,
+        spec,
         games,
         cfg,
         out,
@@ -343,6 +376,7 @@ def anchor_match(
         iteration=iteration,
         match_id=f"{layout.run}-i{iteration:04d}-vs-{name}",
         progress=_counting(Stage.EVALUATE, f"iter {iteration} vs {name} (games)", games),
+        openings=openings,
     )
     return AnchorRecord(
         match_id=match.match_id,
@@ -354,12 +388,21 @@ def anchor_match(
     )
 
 
+def ladder_anchors(cfg: Config) -> dict[str, float]:
+    """The configured anchors with a fixed Elo on this board (`tabula.ladder`), by store name."""
+    fixed = {anchor_label(a): anchor_elo(a, cfg.rules.board_size) for a in cfg.evaluation.anchors}
+    return {name: elo for name, elo in fixed.items() if elo is not None}
+
+
 @task(name="ratings", task_run_name="ratings-i{iteration}")
-def ratings(layout: RunLayout, iteration: int) -> tuple[Rating, ...]:
-    """Fit Elo over every game of the run so far; write the table and the Elo curve."""
+def ratings(cfg: Config, layout: RunLayout, iteration: int) -> tuple[Rating, ...]:
+    """Fit Elo over every game of the run so far; write the table and the Elo curve.
+
+    The scale: the GnuGo ladder's (level 1 = 0) once a ladder anchor has played, else the
+    random player's (random = 0), as `tabula.elo.fit_ratings` falls back."""
     from tasks.ratings import plot_elo_curve, ratings_table
 
-    table = ratings_table(layout.results)
+    table = ratings_table(layout.results, anchors=ladder_anchors(cfg))
     write_json(layout.match(iteration) / "ratings.json", table)
     rows = tuple(from_json(Rating, row) for row in table)
     by_name = {row.player: row for row in rows}
@@ -369,8 +412,18 @@ def ratings(layout: RunLayout, iteration: int) -> tuple[Rating, ...]:
         if row is not None:
             points.append((j, row.elo, row.low, row.high))
     if points:
-        plot_elo_curve(points, layout.root / "elo.png")
+        plot_elo_curve(points, layout.root / "elo.png", scale=elo_scale(cfg, rows))
     return rows
+
+
+def elo_scale(cfg: Config, table: tuple[Rating, ...]) -> str:
+    """Which player a rating table puts at 0: a ladder anchor that played, else random."""
+    fixed = ladder_anchors(cfg)
+    played = [name for name in fixed if any(r.player == name for r in table)]
+    if played:
+        origin = min(played, key=lambda name: abs(fixed[name]))
+        return f"{origin} = {fixed[origin]:.0f}"
+    return "random = 0"
 
 
 def elo_of(layout: RunLayout, iteration: int, table: tuple[Rating, ...]) -> Elo | None:

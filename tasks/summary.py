@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prefect import task
@@ -23,7 +23,9 @@ class SummaryRow:
     """One iteration at a glance (the run's closing table, the iteration's artifact).
 
     win_rate: the candidate's gate score; vs_random: its score against the random anchor
-    (None without anchor games); elo, elo_low, elo_high: its Elo and 95% interval (None when
+    (None without anchor games); vs_anchors / margins: its score and mean score margin (points,
+    from its side) against each other anchor it played ("gnugo-l1"), and skipped: the anchors
+    it could not play, with why; elo, elo_low, elo_high: its Elo and 95% interval (None when
     unrated); stage_seconds: self-play (slowest worker), training, gate and anchor matches.
     """
 
@@ -42,6 +44,9 @@ class SummaryRow:
     value_loss: float
     stage_seconds: float
     vs_random: float | None
+    vs_anchors: dict[str, float] = field(default_factory=dict)
+    margins: dict[str, float | None] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def summary_row(
@@ -71,6 +76,9 @@ def summary_row(
         value_loss=trained.result.value_loss,
         stage_seconds=seconds,
         vs_random=None if random is None else random.score,
+        vs_anchors={k: m.score for k, m in evaluation.anchors.items() if k != "random"},
+        margins={k: m.summary.mean_margin for k, m in evaluation.anchors.items() if k != "random"},
+        skipped=dict(evaluation.skipped),
     )
 
 

@@ -132,7 +132,7 @@ def test_overrides_set_nested_keys_lists_null_and_bools() -> None:
             "training.lr_values=[1e-1, 1e-2, 1e-3, 1e-4]",
             "selfplay.v_resign=null",
             "training.bf16=true",
-            "evaluation.gnugo=gnugo --mode gtp --level 1",
+            "evaluation.anchors=[gnugo-l5, gtp:gnugo --mode gtp --level 2]",
             "rules.komi=-0.5",
         ],
     )
@@ -141,8 +141,24 @@ def test_overrides_set_nested_keys_lists_null_and_bools() -> None:
     assert cfg.training.lr_values == [0.1, 0.01, 0.001, 0.0001]
     assert cfg.selfplay.v_resign is None
     assert cfg.training.bf16 is True
-    assert cfg.evaluation.gnugo == "gnugo --mode gtp --level 1"
+    assert cfg.evaluation.anchors == ["gnugo-l5", "gtp:gnugo --mode gtp --level 2"]
     assert cfg.rules.komi == -0.5
+
+
+def test_a_run_frozen_with_one_gnugo_command_reads_it_as_an_anchor() -> None:
+    data = Config().model_dump()
+    data["evaluation"].pop("anchors")
+    data["evaluation"]["gnugo"] = "gnugo --mode gtp --level 10"
+    assert Config.model_validate(data).evaluation.anchors == ["gtp:gnugo --mode gtp --level 10"]
+    data["evaluation"]["gnugo"] = None
+    assert Config.model_validate(data).evaluation.anchors == []
+
+
+@pytest.mark.parametrize("bad", ["random", "gnugo-l0", "gnugo-l11", "gnugo", "gtp:", "gtp:  "])
+def test_unknown_anchors_are_one_line_config_errors(bad: str) -> None:
+    with pytest.raises(ConfigError, match="gnugo-l1 .. gnugo-l10") as info:
+        load_config(None, [f"evaluation.anchors=['{bad}']"])
+    assert "\n" not in str(info.value)
 
 
 def test_later_override_wins_and_input_is_not_mutated() -> None:
@@ -317,7 +333,7 @@ def test_dump_then_load_round_trips(path: Path, tmp_path: Path) -> None:
     boundaries=st.lists(st.integers(1, 10**7), max_size=5, unique=True).map(sorted),
     lr=st.floats(1e-8, 1.0),
     v_resign=st.none() | st.floats(-1, 1),
-    gnugo=st.none() | st.text(min_size=1, max_size=30),
+    anchors=st.lists(st.integers(1, 10).map(lambda n: f"gnugo-l{n}"), max_size=3),
 )
 def test_random_valid_configs_round_trip(
     N: int,
@@ -327,13 +343,13 @@ def test_random_valid_configs_round_trip(
     boundaries: list[int],
     lr: float,
     v_resign: float | None,
-    gnugo: str | None,
+    anchors: list[str],
 ) -> None:
     data = Config().model_dump()
     data["rules"].update(board_size=N, komi=komi)
     data["search"].update(simulations=sims, dirichlet_alpha=alpha)
     data["training"].update(lr_boundaries=boundaries, lr_values=[lr] * (len(boundaries) + 1))
     data["selfplay"]["v_resign"] = v_resign
-    data["evaluation"]["gnugo"] = gnugo
+    data["evaluation"]["anchors"] = anchors
     cfg = Config.model_validate(data)
     assert parse_config(dump_config(cfg)) == cfg

@@ -19,11 +19,19 @@ This module imports nothing else of the package; `tabula.config.io` builds on it
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from tabula.go.coords import MAX_SIZE, MIN_SIZE
+from tabula.ladder import check_anchor
 
 __all__ = [
     "Config",
@@ -218,10 +226,26 @@ class EvaluationConfig(_Section):
     sprt_alpha: float = Field(default=0.05, gt=0, lt=0.5, description="SPRT false accepts.")
     sprt_beta: float = Field(default=0.05, gt=0, lt=0.5, description="SPRT false rejects.")
     anchor_games: int = Field(
-        default=20, ge=0, description="Vs random, and vs gnugo, per iteration."
+        default=20,
+        ge=0,
+        description="Games against each anchor: the uniform random player every iteration, and"
+        " each of `anchors` every `anchor_every` iterations (0: no anchor games).",
     )
-    gnugo: str | None = Field(
-        default=None, min_length=1, description="GnuGo GTP command line; None = no gnugo games."
+    anchors: list[str] = Field(
+        default=["gnugo-l1"],
+        description="External players of fixed strength (tabula.ladder): gnugo-l1 .. gnugo-l10"
+        " (GnuGo at that level, Elo held at the ladder's offsets on 9x9) or gtp:COMMAND. An anchor"
+        " whose program is not installed is skipped with a notice.",
+    )
+    anchor_every: int = Field(
+        default=1, ge=1, description="Play the anchors in iterations divisible by this."
+    )
+    opening_plies: int = Field(
+        default=2,
+        ge=0,
+        multiple_of=2,
+        description="Anchor games start from seeded openings of this many moves (tabula.openings;"
+        " 0: the empty board), so that near-deterministic players play games that differ.",
     )
     match_timeout_s: float = Field(
         default=60.0,
@@ -229,6 +253,22 @@ class EvaluationConfig(_Section):
         description="Seconds an external GTP engine gets to answer one command; past it, that"
         " game is recorded as a forfeit and the engine restarted.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_gnugo(cls, data: Any) -> Any:
+        """Runs frozen before `anchors` name their one GnuGo as ``gnugo: COMMAND``."""
+        if isinstance(data, dict) and "gnugo" in data:
+            data = dict(data)
+            command = data.pop("gnugo")
+            extra = [] if command is None else [f"gtp:{command}"]
+            data["anchors"] = [*data.get("anchors", []), *extra]  # null: it played no GnuGo
+        return data
+
+    @field_validator("anchors")
+    @classmethod
+    def _known_anchors(cls, anchors: list[str]) -> list[str]:
+        return [check_anchor(name) for name in anchors]
 
     @field_validator("sprt_elo1")
     @classmethod

@@ -16,7 +16,8 @@ import pytest
 from tabula.arena import play_match, summarize
 from tabula.config import Config
 from tabula.go.game import Game
-from tasks.engines import GtpPlayer, engine_name
+from tabula.ladder import engine_name
+from tasks.engines import GtpPlayer
 from tasks.match import run_match
 from tasks.players import make_player
 
