@@ -15,6 +15,9 @@ QUIET_PIP := { grep -v "^WARNING: Location 'file:.*' is ignored" || true; }
 
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_LOGGING_LEVEL ?= WARNING
+# Prefect gives its temporary server 20 s to start; a first start (database migrations) on a
+# busy two-core machine can take longer.
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 120
 export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
 
 .PHONY: run test test-fast bench ui lint clean-venv

@@ -54,6 +54,7 @@ from bench.ladder import side_summary  # noqa: E402
 from model.files import write_json  # noqa: E402
 from tabula.config import Config, load_config  # noqa: E402
 from tabula.elo import fit_ratings  # noqa: E402
+from tabula.errors import TabulaError, first_line  # noqa: E402
 from tabula.ladder import gnugo_spec  # noqa: E402
 from tabula.openings import OPENINGS_SEED, opening_set  # noqa: E402
 from tasks.cputime import CORE_HOUR, run_measured  # noqa: E402
@@ -135,6 +136,9 @@ def _run_env(work: Path) -> dict[str, str]:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_LOGGING_LEVEL": "WARNING",
         "PREFECT_HOME": str(work / "prefect"),
+        # A fresh PREFECT_HOME migrates its database on the first start: more than Prefect's
+        # 20 s default on a busy two-core machine.
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "600",
         "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(ROOT / ".numba_cache")),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
@@ -203,17 +207,23 @@ def _points(iterations: int, count: int) -> list[int]:
     return sorted(p for p in picks if 0 <= p <= iterations)
 
 
-def rate_config(name: str, work: Path, state: dict, args: argparse.Namespace) -> dict[str, Any]:
-    """Ladder games of the run's champion and curve checkpoints; summary of the run."""
+def rate_config(
+    name: str, work: Path, state: dict, args: argparse.Namespace, play: bool = True
+) -> dict[str, Any]:
+    """Ladder games of the run's champion and curve checkpoints (none when ``play`` is False
+    or the run finished no iteration); summary of the run."""
     layout = RunLayout(work / "project", "data", f"strength-{name}")
     done = [row["iteration"] for row in state["iterations"]]
     last = done[-1] if done else 0
-    cfg = load_config(layout.params, [f"evaluation.simulations={args.simulations}"])
+    cfg = load_config(
+        layout.params if layout.params.exists() else ROOT / CONFIGS[name].file,
+        [f"evaluation.simulations={args.simulations}"],
+    )
     store = work / "ladder"
     best = champion(layout)
     best_i = 0 if best is None else best.iteration
     matches: dict[int, list[dict[str, Any]]] = {}
-    for i in sorted({*_points(last, args.points), best_i}):
+    for i in sorted({*_points(last, args.points), best_i}) if play and done else ():
         spec = f"mcts:{layout.model(i)}@{args.simulations}"
         player = layout.model_id(i)
         if i != best_i:
@@ -367,7 +377,11 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         state = train_within_budget(name, CONFIGS[name], work, hours * CORE_HOUR, console)
         console.print(f"{name}: rating on the GnuGo ladder")
-        rows.append(rate_config(name, work, state, args))
+        try:
+            rows.append(rate_config(name, work, state, args))
+        except TabulaError as error:  # a config that fails is reported; the others still run
+            state["failed"] = state.get("failed") or f"rating: {first_line(error)}"
+            rows.append(rate_config(name, work, state, args, play=False))
     anchors = add_elo(rows, workdir, args.ladder)
     console.print(table(rows, args.budget, args.simulations))
     console.print(f"wall time of the benchmark: {(time.monotonic() - started) / 60:.0f} min")
