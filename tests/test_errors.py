@@ -54,6 +54,7 @@ def test_usage_error_is_also_a_value_error() -> None:
 
 
 def test_every_expected_failure_derives_from_tabula_error() -> None:
+    from cli.ui import UiError
     from model.datamodule import DataWindowError
     from model.network import CheckpointError
     from model.shards import ShardError
@@ -70,7 +71,6 @@ def test_every_expected_failure_derives_from_tabula_error() -> None:
     from tasks.ratings import ResultsStoreError
     from tasks.stages import WindowChangedError
     from tasks.train import TrainError
-    from tasks.ui import UiError
     from tasks.versioning import VersioningError
 
     expected = [ArenaError, CheckpointError, ConfigError, CoordinateError, DataWindowError]

@@ -110,7 +110,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def mlflow_url(ui_store: UiStore, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of an MLflow server on ``ui_store`` (the same server ``tabula ui`` runs)."""
-    from tasks.ui import start_ui, stop_ui, ui_url
+    from cli.ui import start_ui, stop_ui, ui_url
 
     port = _free_port()
     log = tmp_path_factory.mktemp("mlflow-server") / "server.log"

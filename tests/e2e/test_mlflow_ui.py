@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tasks.ui import UiError, start_ui, ui_command
+from cli.ui import UiError, start_ui, ui_command
 
 
 @dataclass(frozen=True)

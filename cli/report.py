@@ -1,4 +1,5 @@
-"""What a person sees at the end of a run and from ``tabula status``: rich tables."""
+"""What a person sees of a run (the `tabula` console): closing and status tables, match and
+Elo tables, and the progress bars of the long stages (the display `tasks.progress` reports to)."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def skipped_notes(rows: list[SummaryRow]) -> list[str]:
 
 
 def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
-    from tasks.ui import ui_command
+    from cli.ui import ui_command
 
     console = Console()
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)

@@ -1,5 +1,8 @@
 """The `tabula` command: a thin Typer shell over the functions the tasks and flows call.
 
+The package is everything a person sees: the commands here, the tables and progress bars in
+`cli.report`, the MLflow UI server in `cli.ui`.
+
 Every command takes `--config FILE` (default: the embedded quick-start config) and any number of
 `--set section.key=value` overrides. Expected failures (a `tabula.errors.TabulaError`: bad
 config, missing or corrupt files, illegal moves) print one line and exit with code 2; anything
@@ -131,7 +134,7 @@ def selfplay(
     set_: SetOpt = None,
 ) -> None:
     """Play self-play games with one network and write Parquet shards (progress bar)."""
-    from tasks.report import selfplay_progress
+    from cli.report import selfplay_progress
     from tasks.selfplay import run_worker
 
     cfg = _config(config, set_)
@@ -212,8 +215,8 @@ def match(
     set_: SetOpt = None,
 ) -> None:
     """Play a match; print the result table and append the games to the results store."""
+    from cli.report import match_table
     from tasks.match import run_match
-    from tasks.report import match_table
 
     cfg = _config(config, set_)
     store = store or _project() / cfg.pipeline.data_dir / cfg.pipeline.name / "results"
@@ -255,8 +258,8 @@ def elo(
     set_: SetOpt = None,
 ) -> None:
     """Print Elo ratings with 95% intervals over every recorded game."""
+    from cli.report import elo_table
     from tasks.ratings import ratings_table
-    from tasks.report import elo_table
 
     cfg = _config(config, set_)
     store = store or _project() / cfg.pipeline.data_dir / cfg.pipeline.name / "results"
@@ -299,9 +302,9 @@ def run(
     """Run the pipeline (or resume it at the first unfinished stage)."""
     overrides = list(set_ or []) + ([f"pipeline.name={name}"] if name else [])
     cfg = _config(config, overrides)  # before importing Prefect: a bad config fails at once
+    from cli.report import print_summary, stage_progress
     from flows.pipeline import run_pipeline
     from tasks.progress import showing
-    from tasks.report import print_summary, stage_progress
 
     _one_line_console_errors()
     with stage_progress() as display, showing(display):
@@ -317,7 +320,7 @@ def status(
     set_: SetOpt = None,
 ) -> None:
     """Iterations done, the champion and the last Elo of a run."""
-    from tasks.report import print_status
+    from cli.report import print_status
 
     cfg = _config(config, set_)
     print_status(cfg, _project(), run_name or cfg.pipeline.name)
@@ -366,7 +369,7 @@ def ui(
     set_: SetOpt = None,
 ) -> None:
     """Open the MLflow UI on the run store (bound to 127.0.0.1)."""
-    from tasks.ui import serve_ui
+    from cli.ui import serve_ui
 
     cfg = _config(config, set_)
     raise typer.Exit(
