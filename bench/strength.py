@@ -17,8 +17,8 @@ Ladder games follow `bench/ladder.py`'s protocol: komi 7.5, Tromp-Taylor scoring
 with colours swapped in pairs, our side an MCTS player at ``--simulations`` for every config,
 up to four games at once (one GnuGo process each, our side batched across them). Elo is fitted
 over every ladder game with the GnuGo levels held at the offsets `bench/ladder.py` measured
-(``bench/results/ladder.json``; GnuGo level 1 = 0), so figures of different runs and budgets share
-one scale.
+(`tabula.ladder.GNUGO_ELO_9X9`; GnuGo level 1 = 0), so figures of different runs and budgets
+share one scale.
 
 Configs (``CONFIGS``): ``paper``, the paper's search and training settings on 9x9
 (``configs/9x9.yaml``: 200 simulations, 8 leaves per search, its learning-rate schedule, a
@@ -55,7 +55,7 @@ from model.files import write_json  # noqa: E402
 from tabula.config import Config, load_config  # noqa: E402
 from tabula.elo import fit_ratings  # noqa: E402
 from tabula.errors import TabulaError, first_line  # noqa: E402
-from tabula.ladder import gnugo_spec  # noqa: E402
+from tabula.ladder import GNUGO_ELO_9X9, gnugo_spec  # noqa: E402
 from tabula.openings import OPENINGS_SEED, opening_set  # noqa: E402
 from tasks.cputime import CORE_HOUR, run_measured  # noqa: E402
 from tasks.layout import RunLayout  # noqa: E402
@@ -178,13 +178,6 @@ def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, co
 # -- the ladder ---------------------------------------------------------------------------------
 
 
-def ladder_offsets(path: Path) -> dict[str, float]:
-    """GnuGo levels' Elo from bench/ladder.py (level 1 = 0); level 1 alone if not measured."""
-    if not path.exists():
-        return {"gnugo-l1": 0.0}
-    return {name: row["elo"] for name, row in json.loads(path.read_text())["elo"].items()}
-
-
 def play_ladder(
     player: str, spec: str, level: int, games: int, cfg: Config, store: Path, seed: int
 ) -> dict[str, Any]:
@@ -253,9 +246,9 @@ def rate_config(
     }
 
 
-def add_elo(rows: list[dict[str, Any]], workdir: Path, ladder: Path) -> dict[str, float]:
+def add_elo(rows: list[dict[str, Any]], workdir: Path) -> dict[str, float]:
     """Elo of every rated checkpoint, fitted over all ladder games with GnuGo held fixed."""
-    anchors = ladder_offsets(ladder)
+    anchors = {f"gnugo-l{level}": elo for level, elo in GNUGO_ELO_9X9.items()}
     results = []
     for row in rows:
         store = workdir / row["config"] / "ladder"
@@ -350,10 +343,6 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=6, help="checkpoints rated per run")
     parser.add_argument("--simulations", type=int, default=64, help="our side's, every config")
     parser.add_argument("--workdir", type=Path, help="default bench/results/strength/BUDGET")
-    parser.add_argument(
-        "--ladder", type=Path, default=ROOT / "bench" / "results" / "ladder.json",
-        help="the GnuGo levels' Elo offsets (bench/ladder.py --json)",
-    )  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--png", type=Path, help="write the learning curve here")
     args = parser.parse_args()
@@ -382,7 +371,7 @@ def main() -> None:
         except TabulaError as error:  # a config that fails is reported; the others still run
             state["failed"] = state.get("failed") or f"rating: {first_line(error)}"
             rows.append(rate_config(name, work, state, args, play=False))
-    anchors = add_elo(rows, workdir, args.ladder)
+    anchors = add_elo(rows, workdir)
     console.print(table(rows, args.budget, args.simulations))
     console.print(f"wall time of the benchmark: {(time.monotonic() - started) / 60:.0f} min")
     payload = {
