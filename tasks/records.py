@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from tabula import elo
 from tabula.arena import MatchSummary
 from tabula.errors import TabulaError
 from tabula.gating import GateDecision
@@ -262,16 +263,12 @@ class AnchorRecord:
 
 @dataclass(frozen=True)
 class Rating:
-    """One row of the run's Elo table (`tasks.ratings.ratings_table`): [low, high] is the
-    95% interval, wins count draws as a half."""
+    """One row of the run's Elo table (`tasks.ratings.ratings_table`): its rank (1 = the
+    strongest) and the fit (`tabula.elo.Rating`: [low, high] the 95% interval, wins count draws
+    as a half), stored flat as one object."""
 
     rank: int
-    player: str
-    elo: float
-    low: float
-    high: float
-    games: int
-    wins: float
+    fit: elo.Rating = field(metadata=FLAT)
 
 
 @dataclass(frozen=True)

@@ -405,7 +405,7 @@ def ratings(cfg: Config, layout: RunLayout, iteration: int) -> tuple[Rating, ...
     table = ratings_table(layout.results, anchors=ladder_anchors(cfg))
     write_json(layout.match(iteration) / "ratings.json", table)
     rows = tuple(from_json(Rating, row) for row in table)
-    by_name = {row.player: row for row in rows}
+    by_name = {row.fit.player: row.fit for row in rows}
     points = []
     for j in range(0, iteration + 1):
         row = by_name.get(layout.model_id(j))
@@ -419,7 +419,7 @@ def ratings(cfg: Config, layout: RunLayout, iteration: int) -> tuple[Rating, ...
 def elo_scale(cfg: Config, table: tuple[Rating, ...]) -> str:
     """Which player a rating table puts at 0: a ladder anchor that played, else random."""
     fixed = ladder_anchors(cfg)
-    played = [name for name in fixed if any(r.player == name for r in table)]
+    played = [name for name in fixed if any(r.fit.player == name for r in table)]
     if played:
         origin = min(played, key=lambda name: abs(fixed[name]))
         return f"{origin} = {fixed[origin]:.0f}"
@@ -428,7 +428,7 @@ def elo_scale(cfg: Config, table: tuple[Rating, ...]) -> str:
 
 def elo_of(layout: RunLayout, iteration: int, table: tuple[Rating, ...]) -> Elo | None:
     """Iteration ``iteration``'s network's Elo in ``table``, None when it has no rated game."""
-    me = next((r for r in table if r.player == layout.model_id(iteration)), None)
+    me = next((r.fit for r in table if r.fit.player == layout.model_id(iteration)), None)
     return None if me is None else Elo(me.elo, me.low, me.high)
 
 

@@ -90,7 +90,7 @@ def with_final_ratings(
     An iteration's own row holds the fit made when it finished; later games move every rating,
     so the run's closing table uses one fit for all, the one the Elo plot shows.
     """
-    fit = {r.player: r for r in ratings}
+    fit = {r.fit.player: r.fit for r in ratings}
     out = []
     for row in rows:
         me = fit.get(layout.model_id(row.iteration))

@@ -103,7 +103,7 @@ def test_records_read_back_as_typed_values():
     assert evaluation.gate.decision.win_rate == 0.5 and evaluation.elo is not None
     assert evaluation.anchors["random"].score == 0.0
     assert isinstance(evaluation.anchors["random"], AnchorRecord)
-    assert [r.player for r in evaluation.ratings][:1] == ["random"]
+    assert [r.fit.player for r in evaluation.ratings][:1] == ["random"]
     worker = from_json(WorkerRecord, json.loads((MARKERS / "selfplay-w00.json").read_text()))
     assert worker.worker.shards[0].suffix == ".parquet" and worker.pid == 7982
     assert worker.worker.seconds == worker.seconds  # the marker keeps the task's seconds only
