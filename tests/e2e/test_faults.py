@@ -92,14 +92,15 @@ def _fresh(path: Path, since: float) -> bool:
 
 
 def _stage_ahead(layout: RunLayout, kind: str, i: int) -> bool:
-    """Whether iteration ``i`` has not yet finished stage ``kind``."""
-    tag = layout.project / ".git" / "refs" / "tags" / "tabula" / RUN / f"iter-{i:04d}"
+    """Whether a run resumed now reaches stage ``kind`` of iteration ``i``: when the stage is
+    unfinished, and for the lineage always (every run records each iteration's lineage again,
+    so that a run killed after the promotion but before its tag still gets it)."""
     done = {
         "selfplay": lambda: all(layout.marker(i, f"selfplay-w{w:02d}").exists() for w in (0, 1)),
         "dvc": lambda: layout.marker(i, "selfplay").exists(),
         "train": lambda: layout.marker(i, "train").exists(),
         "evaluate": lambda: layout.marker(i, "evaluate").exists(),
-        "lineage": tag.exists,
+        "lineage": lambda: False,
     }[kind]
     return not done()
 
@@ -151,9 +152,9 @@ def test_sigkill_anywhere_then_resume_matches_an_uninterrupted_run(
         trials = list(pool.map(one, range(TRIALS)))
     print(f"{TRIALS} trials: {time.monotonic() - started:.0f} s")
 
-    kinds = {kill for t in trials for kill in t["kills"]}
-    assert sum(1 for t in trials for kill in t["kills"] if kill.startswith("t=")) >= TRIALS - 1
-    assert kinds == set(KINDS), kinds  # every stage was hit
+    kills = [kill for t in trials for kill in t["kills"]]
+    assert sum(kill.startswith("t=") for kill in kills) >= TRIALS - 1
+    assert {kill for kill in kills if not kill.startswith("t=")} == set(KINDS), kills
     for t in trials:
         assert runs.outcome(t["project"]) == reference.outcome, t["kills"]
         runs.check_clean(t["project"])
