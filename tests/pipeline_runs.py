@@ -24,7 +24,7 @@ import yaml
 from tasks import tracking, versioning
 from tasks.layout import RunLayout, read_json
 from tasks.resume import KILL_AT
-from tests.flows.conftest import TINY
+from tests.conftest import TINY
 
 TABULA = str(Path(sys.executable).parent / "tabula")
 RUN = "tiny"  # pipeline.name in TINY

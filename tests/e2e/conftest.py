@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.flows.conftest import TINY, prefect_server  # noqa: F401 - the Prefect API fixture
+from tests.conftest import TINY
 from tests.repos import make_user_repo
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -31,7 +31,6 @@ from tasks import tracking
 from tasks.layout import RunLayout, read_json
 from tasks.stages import WindowChangedError, verify_window
 from tests import pipeline_runs as runs
-from tests.flows.conftest import prefect_server  # noqa: F401 - the Prefect API fixture
 from tests.pipeline_runs import RUN
 from tests.repos import make_user_repo
 

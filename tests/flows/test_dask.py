@@ -24,7 +24,7 @@ from flows.pipeline import run_pipeline
 from tabula.config import Config
 from tasks import tracking, versioning
 from tasks.layout import RunLayout, read_json
-from tests.flows.conftest import TINY
+from tests.conftest import TINY
 from tests.repos import make_user_repo
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -34,7 +34,7 @@ from tasks.records import (
     to_json,
 )
 from tasks.resume import KILL_AT, finished, kill_point, read_record, resumable
-from tests.flows.conftest import TINY
+from tests.conftest import TINY
 
 #: Markers written by a two-worker TINY run before there were typed records (``git show
 #: 2492817``): a run started then must still resume.

@@ -1,0 +1,98 @@
+"""External anchors in a real pipeline run: GnuGo games, margins in MLflow and the closing
+table, a missing engine skipped with what to install, and the ladder's Elo scale."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cli.report import skipped_notes, summary_table
+from flows.pipeline import run_pipeline
+from tabula.config import load_config
+from tabula.openings import OPENINGS_SEED, opening_set
+from tabula.sgf import read_sgf, replay
+from tasks import tracking
+from tasks.layout import RunLayout
+from tasks.records import EvaluationRecord, Rating, Stage
+from tasks.resume import finished
+from tasks.stages import anchors_to_play, elo_scale, ladder_anchors
+from tests.conftest import TINY
+
+GNUGO = shutil.which("gnugo") or shutil.which("gnugo", path="/usr/games")
+MISSING = "gtp:/nonexistent/engine --mode gtp"
+
+
+@pytest.mark.slow
+@pytest.mark.gnugo
+@pytest.mark.skipif(GNUGO is None, reason="gnugo is not installed (apt-get install gnugo)")
+def test_a_run_plays_gnugo_logs_the_margin_and_skips_a_missing_engine(
+    prefect_server, project: Path
+) -> None:
+    cfg = load_config(None, [*TINY, f"evaluation.anchors=[gnugo-l1, '{MISSING}']"])
+    rows = run_pipeline(cfg, project, iterations=1)
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+    evaluation = finished(layout, 1, Stage.EVALUATE, EvaluationRecord)
+    assert evaluation is not None and set(evaluation.anchors) == {"random", "gnugo-l1"}
+    gnugo = evaluation.anchors["gnugo-l1"].summary
+    assert gnugo.games == 2 and gnugo.scored + gnugo.resignations + gnugo.aborts == 2
+    assert evaluation.skipped == {"engine": "/nonexistent/engine is not installed"}
+    # both games started from the set's first opening (games 0 and 1 share it, colours swapped)
+    opening = opening_set(5, 1, cfg.evaluation.opening_plies, OPENINGS_SEED)[0]
+    for result in evaluation.anchors["gnugo-l1"].results:
+        record = read_sgf(Path(result["sgf"]).read_bytes())
+        assert tuple(m for _, m in record.moves[: len(opening)]) == opening
+        assert replay(record).score() == result["score"] or result["score"] is None
+
+    row = rows[0]
+    assert set(row.vs_anchors) == {"gnugo-l1"} and row.margins["gnugo-l1"] == gnugo.mean_margin
+    header = [c.header for c in summary_table(rows, "t").columns]
+    assert "vs gnugo-l1 (margin)" in header
+    assert skipped_notes(rows) == ["engine not played: /nonexistent/engine is not installed"]
+
+    client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
+    exp = client.get_experiment_by_name(f"tabula/{layout.run}")
+    child = next(
+        r
+        for r in client.search_runs([exp.experiment_id])
+        if r.data.tags.get(tracking.TAG_KIND) == "iteration"
+    )
+    assert "eval/score_vs_gnugo-l1" in child.data.metrics
+    if gnugo.mean_margin is not None:
+        assert child.data.metrics["eval/margin_vs_gnugo-l1"] == pytest.approx(gnugo.mean_margin)
+    # 5x5 is off the ladder (9x9's): GnuGo is rated freely and random stays the origin
+    assert elo_scale(cfg, evaluation.ratings) == "random = 0"
+
+
+def test_anchors_play_every_anchor_every_iterations_and_random_always() -> None:
+    cfg = load_config(None, ["evaluation.anchors=[gnugo-l1]", "evaluation.anchor_every=3"])
+    play_3, _ = anchors_to_play(cfg, 3)
+    play_4, skipped_4 = anchors_to_play(cfg, 4)
+    assert play_4 == ["random"] and skipped_4 == {}
+    assert play_3 == (["random", "gnugo-l1"] if GNUGO else ["random"])
+    none = load_config(None, ["evaluation.anchor_games=0"])
+    assert anchors_to_play(none, 3) == ([], {})
+    missing = load_config(None, [f"evaluation.anchors=['{MISSING}']"])
+    assert anchors_to_play(missing, 1) == (
+        ["random"],
+        {"engine": "/nonexistent/engine is not installed"},
+    )
+
+
+def test_the_ladder_fixes_gnugo_levels_on_9x9_only() -> None:
+    cfg = load_config(None, ["evaluation.anchors=[gnugo-l1, gnugo-l10, gnugo-l3]"])
+    assert ladder_anchors(cfg) == {"gnugo-l1": 0.0, "gnugo-l10": 114.0}
+    table = (Rating(2, _fit("gnugo-l10", 114.0)), Rating(1, _fit("random", -400.0)))
+    assert elo_scale(cfg, table) == "gnugo-l10 = 114"
+    table += (Rating(3, _fit("gnugo-l1", 0.0)),)
+    assert elo_scale(cfg, table) == "gnugo-l1 = 0"
+    assert elo_scale(cfg, table[1:2]) == "random = 0"
+    on_19 = load_config(None, ["rules.board_size=19", "evaluation.anchors=[gnugo-l1]"])
+    assert ladder_anchors(on_19) == {}
+
+
+def _fit(player: str, elo: float):
+    from tabula.elo import Rating as Fit
+
+    return Fit(player=player, elo=elo, low=elo, high=elo, games=10, wins=5.0)
