@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import shutil
 import sys
 import time
@@ -33,11 +32,12 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from model.files import write_json  # noqa: E402
 from tabula.config import load_config  # noqa: E402
 from tabula.elo import fit_ratings  # noqa: E402
 from tabula.gating import win_rate_interval  # noqa: E402
 from tabula.ladder import gnugo_spec  # noqa: E402
-from tabula.openings import OPENINGS_SEED, opening_set  # noqa: E402
+from tabula.openings import match_openings  # noqa: E402
 from tasks.match import GameRecord, run_match  # noqa: E402
 from tasks.ratings import load_results, results_from_rows  # noqa: E402
 
@@ -55,7 +55,7 @@ def play_pair(low: int, high: int, games: int, args: argparse.Namespace, console
     if done >= games:
         return
     cfg = load_config(None, [f"rules.board_size={args.size}", "rules.komi=7.5"])
-    openings = opening_set(args.size, (games + 1) // 2, args.plies, OPENINGS_SEED)
+    openings = match_openings(args.size, games, args.plies)
     started = time.monotonic()
     console.print(f"gnugo-l{high} vs gnugo-l{low}: games {done}..{games - 1}")
 
@@ -148,9 +148,8 @@ def main() -> None:
         elo.add_row(name, f"{r.elo:+.0f}", f"[{r.low:+.0f}, {r.high:+.0f}]", str(r.games))
     console.print(elo)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {"args": {k: str(v) for k, v in vars(args).items()}, "pairs": rows}
-        args.json.write_text(json.dumps({**payload, "elo": ladder}, indent=2) + "\n")
+        write_json(args.json, {**payload, "elo": ladder})
 
 
 if __name__ == "__main__":

@@ -55,8 +55,8 @@ from model.files import write_json  # noqa: E402
 from tabula.config import Config, load_config  # noqa: E402
 from tabula.elo import fit_ratings  # noqa: E402
 from tabula.errors import TabulaError, first_line  # noqa: E402
-from tabula.ladder import GNUGO_ELO_9X9, gnugo_spec  # noqa: E402
-from tabula.openings import OPENINGS_SEED, opening_set  # noqa: E402
+from tabula.ladder import fixed_elos, gnugo_spec  # noqa: E402
+from tabula.openings import match_openings  # noqa: E402
 from tasks.cputime import CORE_HOUR, run_measured  # noqa: E402
 from tasks.layout import RunLayout  # noqa: E402
 from tasks.match import run_match  # noqa: E402
@@ -185,7 +185,7 @@ def play_ladder(
     match_id = f"{player.replace('/', '-')}-vs-gnugo-l{level}"
     rows = [r for r in load_results(store) if r["match_id"] == match_id] if store.exists() else []
     if len(rows) < games:
-        openings = opening_set(cfg.rules.board_size, (games + 1) // 2, 2, OPENINGS_SEED)
+        openings = match_openings(cfg.rules.board_size, games, 2)
         run_match(spec, gnugo_spec(level), games - len(rows), cfg, store=store, seed=seed,
                   match_id=match_id, concurrent=4, openings=openings, start=len(rows))  # fmt: skip
         rows = [r for r in load_results(store) if r["match_id"] == match_id]
@@ -248,7 +248,7 @@ def rate_config(
 
 def add_elo(rows: list[dict[str, Any]], workdir: Path) -> dict[str, float]:
     """Elo of every rated checkpoint, fitted over all ladder games with GnuGo held fixed."""
-    anchors = {f"gnugo-l{level}": elo for level, elo in GNUGO_ELO_9X9.items()}
+    anchors = fixed_elos([f"gnugo-l{level}" for level in LEVELS], 9)
     results = []
     for row in rows:
         store = workdir / row["config"] / "ladder"

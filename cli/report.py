@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import (
@@ -21,11 +21,11 @@ from rich.table import Table
 
 from tabula.config import Config
 from tabula.errors import UsageError
+from tabula.ladder import elo_scale, fixed_elos
 from tasks.layout import RunLayout
-from tasks.records import ITERATION_STAGES, EvaluationRecord, Stage
-from tasks.resume import champion, finished
-from tasks.stages import elo_scale
-from tasks.summary import SummaryRow
+
+if TYPE_CHECKING:  # the records import torch and Lightning: only the commands that read them
+    from tasks.summary import SummaryRow
 
 
 def _elo(row: SummaryRow) -> str:
@@ -75,6 +75,8 @@ def skipped_notes(rows: list[SummaryRow]) -> list[str]:
 
 def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
     from cli.ui import ui_command
+    from tasks.records import EvaluationRecord, Stage
+    from tasks.resume import champion, finished
 
     console = Console()
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
@@ -83,10 +85,12 @@ def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
         console.print(note)
     last = finished(layout, rows[-1].iteration, Stage.EVALUATE, EvaluationRecord) if rows else None
     if last is not None:
-        console.print(f"Elo scale: {elo_scale(cfg, last.ratings)} (margins: points, Tromp-Taylor)")
+        fixed = fixed_elos(cfg.evaluation.anchors, cfg.rules.board_size)
+        scale = elo_scale(fixed, (r.fit.player for r in last.ratings))
+        console.print(f"Elo scale: {scale} (margins: points, Tromp-Taylor)")
     best = champion(layout)
     if best is None:
-        console.print("champion: iteration None (None)")
+        console.print("champion: none yet")
     else:
         console.print(f"champion: iteration {best.iteration} ({best.model})")
     if (layout.root / "elo.png").exists():
@@ -100,6 +104,9 @@ def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
 
 
 def print_status(cfg: Config, project: Path, run: str) -> None:
+    from tasks.records import ITERATION_STAGES, EvaluationRecord, Stage
+    from tasks.resume import champion, finished
+
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, run)
     if not layout.root.exists():
         raise UsageError(f"no run named {run!r} under {layout.root.parent}")

@@ -14,6 +14,7 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from tabula.config import Config, parse_config
+from tabula.ladder import anchor_label
 from tabula.plan import IterationPlan, derive_seed
 from tasks import record, stages
 from tasks.layout import RunLayout
@@ -96,7 +97,7 @@ def run_evaluate(
     hashes = stages.dvc_commit(layout, i, Stage.EVALUATE.value)
     result = EvaluationRecord(
         gate=gate,
-        anchors={m.summary.second: m for m in matches.values()},
+        anchors={anchor_label(a): m for a, m in matches.items()},
         skipped=skipped,
         ratings=table,
         hashes=hashes,

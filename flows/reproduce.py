@@ -20,7 +20,7 @@ from pathlib import Path
 from prefect import flow
 
 from tabula.config import parse_config
-from tabula.errors import UsageError
+from tabula.errors import TabulaError, UsageError
 from tasks import stages
 from tasks.layout import RunLayout
 from tasks.records import Stage, TrainRecord
@@ -77,7 +77,7 @@ def reproduce(
                 threads=train_record.trained.threads,
                 model_dir=Path(scratch) / "model",
             )
-        except ValueError as refused:  # a corrupt shard is named and never trained on
+        except TabulaError as refused:  # a corrupt shard is named and never trained on
             differences.append(f"training refused its inputs: {refused}")
             return Reproduction(run, i, recorded, "", differences)
     step, recorded_step = rebuilt.result.global_step, recorded_result.global_step

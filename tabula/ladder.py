@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tabula.errors import UsageError
@@ -60,7 +60,10 @@ def gnugo_spec(level: int) -> str:
 
 
 def anchor_spec(name: str) -> str:
-    """The player spec (`tasks.players` grammar) of anchor ``name``."""
+    """The player spec (`tasks.players` grammar) of anchor ``name`` ("random" included: the
+    baseline every run plays, not configurable as an anchor)."""
+    if name == "random":
+        return name
     level = _gnugo_level(check_anchor(name))
     return name if level is None else gnugo_spec(level)
 
@@ -84,8 +87,9 @@ def engine_name(argv: Sequence[str]) -> str:
 
 def anchor_label(name: str) -> str:
     """Anchor ``name``'s player name in the results store, its records and its metrics
-    ("gnugo-l1"; for ``gtp:COMMAND`` the engine's `engine_name`)."""
-    return engine_name(shlex.split(anchor_spec(name)[4:]))
+    ("random", "gnugo-l1"; for ``gtp:COMMAND`` the engine's `engine_name`)."""
+    spec = anchor_spec(name)
+    return spec if spec == "random" else engine_name(shlex.split(spec[4:]))
 
 
 def anchor_program(name: str) -> str:
@@ -99,3 +103,19 @@ def anchor_elo(name: str, board_size: int) -> float | None:
     if level is None or board_size != 9:
         return None
     return GNUGO_ELO_9X9.get(level)
+
+
+def fixed_elos(anchors: Sequence[str], board_size: int) -> dict[str, float]:
+    """The anchors among ``anchors`` with a fixed Elo on ``board_size``, by player name."""
+    fixed = {anchor_label(a): anchor_elo(a, board_size) for a in anchors}
+    return {name: elo for name, elo in fixed.items() if elo is not None}
+
+
+def elo_scale(fixed: dict[str, float], players: Iterable[str]) -> str:
+    """Which player a fit over ``players`` puts where: the fixed anchor (of ``fixed``) nearest
+    0 among those that played ("gnugo-l1 = 0"), else the random player's origin."""
+    played = [name for name in fixed if name in set(players)]
+    if not played:
+        return "random = 0"
+    origin = min(played, key=lambda name: abs(fixed[name]))
+    return f"{origin} = {fixed[origin]:.0f}"

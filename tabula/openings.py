@@ -55,12 +55,41 @@ def opening_set(size: int, count: int, plies: int, seed: int) -> tuple[Opening, 
     ``count`` empty openings (every game from the empty board). Raises `UsageError` when the
     region has fewer distinct openings than asked for.
     """
+    _check(count, plies)
+    if plies == 0:
+        return ((),) * count
+    openings = _draw(size, count, plies, seed)
+    if len(openings) < count:
+        raise UsageError(
+            f"only {len(openings)} distinct {plies}-move openings found on {size}x{size} for "
+            f"the {count} asked for: play fewer games or longer openings"
+        )
+    return openings
+
+
+def match_openings(size: int, games: int, plies: int) -> tuple[Opening, ...]:
+    """The openings of a ``games``-game match, one per pair of games, from the fixed set of
+    `OPENINGS_SEED`; on a board with fewer distinct openings, all it has (the set then cycles,
+    and the arena reports the repeated games)."""
+    count = max(1, (games + 1) // 2)
+    _check(count, plies)
+    if plies == 0:
+        return ((),) * count
+    openings = _draw(size, count, plies, OPENINGS_SEED)
+    if not openings:
+        raise UsageError(f"no {plies}-move opening fits on {size}x{size}: use fewer plies")
+    return openings
+
+
+def _check(count: int, plies: int) -> None:
     if plies < 0 or plies % 2:
         raise UsageError(f"opening plies must be an even number >= 0, got {plies}")
     if count < 1:
         raise UsageError(f"an opening set needs at least one opening, got {count}")
-    if plies == 0:
-        return ((),) * count
+
+
+def _draw(size: int, count: int, plies: int, seed: int) -> tuple[Opening, ...]:
+    """Up to ``count`` openings distinct up to symmetry, in the order ``seed`` draws them."""
     region = opening_region(size)
     rng = np.random.default_rng([seed, size, plies])
     seen: set[Opening] = set()
@@ -72,6 +101,8 @@ def opening_set(size: int, count: int, plies: int, seed: int) -> tuple[Opening, 
         moves: list[int] = []
         for _ in range(plies):
             legal = region[game.legal_mask()[region]]
+            if legal.size == 0:  # more plies than the region has room for
+                return tuple(openings)
             move = int(rng.choice(legal))
             game.play(move)
             moves.append(move)
@@ -80,11 +111,8 @@ def opening_set(size: int, count: int, plies: int, seed: int) -> tuple[Opening, 
             seen.add(key)
             openings.append(tuple(moves))
             if len(openings) == count:
-                return tuple(openings)
-    raise UsageError(
-        f"only {len(openings)} distinct {plies}-move openings found on {size}x{size} for the "
-        f"{count} asked for: play fewer games or longer openings"
-    )
+                break
+    return tuple(openings)
 
 
 def opening_for_game(openings: Sequence[Opening], game: int) -> Opening:

@@ -133,7 +133,8 @@ class GtpProcess:
 class GtpPlayer:
     """A GTP engine as a player: one subprocess per game in progress (per arena slot).
 
-    Each game starts with ``boardsize``, ``komi``, ``clear_board``; the opponent's moves are
+    Each game starts with ``boardsize``, ``komi``, ``clear_board`` and ``play`` for each move of
+    its opening (`tabula.openings`), if any; the opponent's moves are
     relayed with ``play``; ``genmove`` answers are parsed, and the arena checks them against
     our rules. A crash, a timeout (``timeout_s`` per command) or a garbage answer forfeits that
     game and kills the process; the slot's next game starts a fresh one. An engine that
@@ -168,7 +169,7 @@ class GtpPlayer:
                 ok, text = proc.send(command)
                 if not ok:
                     return Failure(FailureKind.ABORT, f"engine refused '{command}': {text}")
-            for color_played, move in game.history:  # normally none: games start empty
+            for color_played, move in game.history:  # the opening the game starts from
                 ok, text = proc.send(f"play {_colour(color_played)} {_vertex(move, game.size)}")
                 if not ok:
                     return Failure(FailureKind.ABORT, f"engine refused setup move: {text}")

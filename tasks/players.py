@@ -16,9 +16,9 @@ One spec string names a player everywhere (CLI, config, pipeline)::
 
 PATH is a checkpoint written by `model.network.save_checkpoint`, for the configured board size.
 
-GnuGo under our rules: "gnugo --mode gtp --level 1 --chinese-rules --positional-superko
---capture-all-dead". Without --capture-all-dead it passes with the opponent's dead stones still
-on the board, which Tromp-Taylor scoring counts for their owner (it then loses won games).
+GnuGo under our rules: "gtp:gnugo " + `tabula.ladder.GNUGO_FLAGS` + " --level N" (the ladder's
+``gnugo-lN`` anchors). Without --capture-all-dead it passes with the opponent's dead stones
+still on the board, which Tromp-Taylor scoring counts for their owner (it then loses won games).
 
 Every player has a `name` for the results store and the SGF records: "random"; for GTP engines
 the program name plus its level ("gnugo-l1"); for checkpoints the metadata's model_id or the

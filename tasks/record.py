@@ -43,10 +43,9 @@ def evaluation_metrics(evaluation: EvaluationRecord) -> dict[str, float | None]:
         elo = evaluation.elo
         metrics.update({"elo": elo.elo, "elo_low": elo.low, "elo_high": elo.high})
     for name, match in evaluation.anchors.items():
-        label = name.split()[0].removeprefix("gtp:")  # runs before issue 14 keyed by spec
-        metrics[f"eval/score_vs_{label}"] = match.score
+        metrics[f"eval/score_vs_{name}"] = match.score
         if match.summary.mean_margin is not None:
-            metrics[f"eval/margin_vs_{label}"] = match.summary.mean_margin
+            metrics[f"eval/margin_vs_{name}"] = match.summary.mean_margin
     return metrics
 
 

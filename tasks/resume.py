@@ -63,6 +63,8 @@ def read_record(path: Path, record: type[R]) -> R | None:
         return from_json(record, json.loads(path.read_text()))
     except RecordError as wrong:
         raise RecordError(f"{path}: {wrong}") from None
+    except json.JSONDecodeError as broken:
+        raise RecordError(f"{path}: not JSON ({broken}); remove it to redo the stage") from None
 
 
 def write_record(path: Path, record: Any) -> None:

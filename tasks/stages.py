@@ -21,8 +21,8 @@ from prefect import task
 from model.files import write_json
 from tabula.config import Config
 from tabula.errors import TabulaError
-from tabula.ladder import anchor_elo, anchor_label, anchor_program, anchor_spec
-from tabula.openings import OPENINGS_SEED, opening_set
+from tabula.ladder import anchor_label, anchor_program, anchor_spec, elo_scale, fixed_elos
+from tabula.openings import match_openings
 from tabula.plan import IterationPlan, plan_iteration
 from tabula.resign import calibrate_samples
 from tasks.layout import RunLayout, reset_dir
@@ -356,18 +356,15 @@ def anchor_match(
     and mean margin track progress, its fixed Elo grounds the scale (`tabula.ladder`)."""
     from tasks.match import run_match
 
-    name = "random" if anchor == "random" else anchor_label(anchor)
-    spec = "random" if anchor == "random" else anchor_spec(anchor)
+    name = anchor_label(anchor)
     out = layout.match(iteration) / f"vs-{name}"
     reset_dir(out)
     started = time.perf_counter()
     games = cfg.evaluation.anchor_games
-    openings = opening_set(
-        cfg.rules.board_size, (games + 1) // 2, cfg.evaluation.opening_plies, OPENINGS_SEED
-    )
+    openings = match_openings(cfg.rules.board_size, games, cfg.evaluation.opening_plies)
     match = run_match(
         str(layout.model(iteration)),
-        spec,
+        anchor_spec(anchor),
         games,
         cfg,
         out,
@@ -388,12 +385,6 @@ def anchor_match(
     )
 
 
-def ladder_anchors(cfg: Config) -> dict[str, float]:
-    """The configured anchors with a fixed Elo on this board (`tabula.ladder`), by store name."""
-    fixed = {anchor_label(a): anchor_elo(a, cfg.rules.board_size) for a in cfg.evaluation.anchors}
-    return {name: elo for name, elo in fixed.items() if elo is not None}
-
-
 @task(name="ratings", task_run_name="ratings-i{iteration}")
 def ratings(cfg: Config, layout: RunLayout, iteration: int) -> tuple[Rating, ...]:
     """Fit Elo over every game of the run so far; write the table and the Elo curve.
@@ -402,7 +393,8 @@ def ratings(cfg: Config, layout: RunLayout, iteration: int) -> tuple[Rating, ...
     random player's (random = 0), as `tabula.elo.fit_ratings` falls back."""
     from tasks.ratings import plot_elo_curve, ratings_table
 
-    table = ratings_table(layout.results, anchors=ladder_anchors(cfg))
+    fixed = fixed_elos(cfg.evaluation.anchors, cfg.rules.board_size)
+    table = ratings_table(layout.results, anchors=fixed)
     write_json(layout.match(iteration) / "ratings.json", table)
     rows = tuple(from_json(Rating, row) for row in table)
     by_name = {row.fit.player: row.fit for row in rows}
@@ -412,18 +404,9 @@ def ratings(cfg: Config, layout: RunLayout, iteration: int) -> tuple[Rating, ...
         if row is not None:
             points.append((j, row.elo, row.low, row.high))
     if points:
-        plot_elo_curve(points, layout.root / "elo.png", scale=elo_scale(cfg, rows))
+        scale = elo_scale(fixed, by_name)
+        plot_elo_curve(points, layout.root / "elo.png", scale=scale)
     return rows
-
-
-def elo_scale(cfg: Config, table: tuple[Rating, ...]) -> str:
-    """Which player a rating table puts at 0: a ladder anchor that played, else random."""
-    fixed = ladder_anchors(cfg)
-    played = [name for name in fixed if any(r.fit.player == name for r in table)]
-    if played:
-        origin = min(played, key=lambda name: abs(fixed[name]))
-        return f"{origin} = {fixed[origin]:.0f}"
-    return "random = 0"
 
 
 def elo_of(layout: RunLayout, iteration: int, table: tuple[Rating, ...]) -> Elo | None:

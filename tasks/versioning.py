@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from model.files import write_text
+from model.files import write_bytes, write_text
 from tabula.errors import TabulaError
 
 RUN_BRANCH_PREFIX = "tabula/runs/"
@@ -226,4 +226,4 @@ def restore_from_run_branch(project: Path, run: str, paths: Sequence[str]) -> No
         ).stdout
         target = project / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(blob)
+        write_bytes(target, blob)

@@ -149,9 +149,18 @@ def test_a_run_frozen_with_one_gnugo_command_reads_it_as_an_anchor() -> None:
     data = Config().model_dump()
     data["evaluation"].pop("anchors")
     data["evaluation"]["gnugo"] = "gnugo --mode gtp --level 10"
-    assert Config.model_validate(data).evaluation.anchors == ["gtp:gnugo --mode gtp --level 10"]
+    data["evaluation"].pop("opening_plies")
+    data["evaluation"].pop("anchor_every")
+    evaluation = Config.model_validate(data).evaluation
+    assert evaluation.anchors == ["gtp:gnugo --mode gtp --level 10"]
+    assert (evaluation.anchor_every, evaluation.opening_plies) == (1, 0)  # as it was played
     data["evaluation"]["gnugo"] = None
     assert Config.model_validate(data).evaluation.anchors == []
+
+
+def test_two_anchors_that_would_play_under_one_name_are_refused() -> None:
+    with pytest.raises(ConfigError, match="two anchors would play as 'gnugo-l1'"):
+        load_config(None, ["evaluation.anchors=[gnugo-l1, 'gtp:gnugo --mode gtp --level 1']"])
 
 
 @pytest.mark.parametrize("bad", ["random", "gnugo-l0", "gnugo-l11", "gnugo", "gtp:", "gtp:  "])
@@ -333,7 +342,7 @@ def test_dump_then_load_round_trips(path: Path, tmp_path: Path) -> None:
     boundaries=st.lists(st.integers(1, 10**7), max_size=5, unique=True).map(sorted),
     lr=st.floats(1e-8, 1.0),
     v_resign=st.none() | st.floats(-1, 1),
-    anchors=st.lists(st.integers(1, 10).map(lambda n: f"gnugo-l{n}"), max_size=3),
+    anchors=st.lists(st.integers(1, 10).map(lambda n: f"gnugo-l{n}"), max_size=3, unique=True),
 )
 def test_random_valid_configs_round_trip(
     N: int,

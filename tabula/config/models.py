@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from tabula.go.coords import MAX_SIZE, MIN_SIZE
-from tabula.ladder import check_anchor
+from tabula.ladder import anchor_label, check_anchor
 
 __all__ = [
     "Config",
@@ -263,12 +263,18 @@ class EvaluationConfig(_Section):
             command = data.pop("gnugo")
             extra = [] if command is None else [f"gtp:{command}"]
             data["anchors"] = [*data.get("anchors", []), *extra]  # null: it played no GnuGo
+            data.setdefault("anchor_every", 1)  # as it ran: every iteration,
+            data.setdefault("opening_plies", 0)  # from the empty board
         return data
 
     @field_validator("anchors")
     @classmethod
     def _known_anchors(cls, anchors: list[str]) -> list[str]:
-        return [check_anchor(name) for name in anchors]
+        labels = [anchor_label(check_anchor(name)) for name in anchors]
+        twice = sorted({label for label in labels if labels.count(label) > 1})
+        if twice:
+            raise ValueError(f"two anchors would play as {twice[0]!r}: keep one")
+        return anchors
 
     @field_validator("sprt_elo1")
     @classmethod

@@ -9,7 +9,14 @@ from tabula.errors import UsageError
 from tabula.features import transform_move
 from tabula.go.coords import to_gtp
 from tabula.go.game import Game
-from tabula.openings import _canonical, opening_for_game, opening_region, opening_set
+from tabula.openings import (
+    OPENINGS_SEED,
+    _canonical,
+    match_openings,
+    opening_for_game,
+    opening_region,
+    opening_set,
+)
 
 
 def test_same_seed_same_set_and_another_seed_another() -> None:
@@ -63,6 +70,17 @@ def test_impossible_requests_are_one_line_errors(args, words: str) -> None:
     with pytest.raises(UsageError, match=words) as info:
         opening_set(*args)
     assert "\n" not in str(info.value)
+
+
+def test_a_match_gets_one_opening_per_pair_and_all_a_small_board_has() -> None:
+    assert match_openings(9, 7, 2) == opening_set(9, 4, 2, OPENINGS_SEED)
+    small = match_openings(5, 100, 2)  # 3x3 opening points: ~15 classes, fewer than 50 pairs
+    assert 5 <= len(small) < 50 and len({_canonical(o, 5) for o in small}) == len(small)
+    assert match_openings(9, 10, 0) == ((),) * 5
+    with pytest.raises(UsageError, match="no 12-move opening fits"):
+        match_openings(5, 4, 12)  # more moves than the 9 opening points hold
+    with pytest.raises(UsageError, match="distinct"):
+        opening_set(5, 2, 12, seed=0)
 
 
 def test_two_ply_openings_spread_over_the_region() -> None:

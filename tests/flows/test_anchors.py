@@ -11,13 +11,14 @@ import pytest
 from cli.report import skipped_notes, summary_table
 from flows.pipeline import run_pipeline
 from tabula.config import load_config
+from tabula.ladder import elo_scale, fixed_elos
 from tabula.openings import OPENINGS_SEED, opening_set
 from tabula.sgf import read_sgf, replay
 from tasks import tracking
 from tasks.layout import RunLayout
-from tasks.records import EvaluationRecord, Rating, Stage
+from tasks.records import EvaluationRecord, Stage
 from tasks.resume import finished
-from tasks.stages import anchors_to_play, elo_scale, ladder_anchors
+from tasks.stages import anchors_to_play
 from tests.conftest import TINY
 
 GNUGO = shutil.which("gnugo") or shutil.which("gnugo", path="/usr/games")
@@ -62,7 +63,10 @@ def test_a_run_plays_gnugo_logs_the_margin_and_skips_a_missing_engine(
     if gnugo.mean_margin is not None:
         assert child.data.metrics["eval/margin_vs_gnugo-l1"] == pytest.approx(gnugo.mean_margin)
     # 5x5 is off the ladder (9x9's): GnuGo is rated freely and random stays the origin
-    assert elo_scale(cfg, evaluation.ratings) == "random = 0"
+    fixed = fixed_elos(cfg.evaluation.anchors, cfg.rules.board_size)
+    assert fixed == {} and elo_scale(fixed, (r.fit.player for r in evaluation.ratings)) == (
+        "random = 0"
+    )
 
 
 def test_anchors_play_every_anchor_every_iterations_and_random_always() -> None:
@@ -81,18 +85,9 @@ def test_anchors_play_every_anchor_every_iterations_and_random_always() -> None:
 
 
 def test_the_ladder_fixes_gnugo_levels_on_9x9_only() -> None:
-    cfg = load_config(None, ["evaluation.anchors=[gnugo-l1, gnugo-l10, gnugo-l3]"])
-    assert ladder_anchors(cfg) == {"gnugo-l1": 0.0, "gnugo-l10": 114.0}
-    table = (Rating(2, _fit("gnugo-l10", 114.0)), Rating(1, _fit("random", -400.0)))
-    assert elo_scale(cfg, table) == "gnugo-l10 = 114"
-    table += (Rating(3, _fit("gnugo-l1", 0.0)),)
-    assert elo_scale(cfg, table) == "gnugo-l1 = 0"
-    assert elo_scale(cfg, table[1:2]) == "random = 0"
-    on_19 = load_config(None, ["rules.board_size=19", "evaluation.anchors=[gnugo-l1]"])
-    assert ladder_anchors(on_19) == {}
-
-
-def _fit(player: str, elo: float):
-    from tabula.elo import Rating as Fit
-
-    return Fit(player=player, elo=elo, low=elo, high=elo, games=10, wins=5.0)
+    fixed = fixed_elos(["gnugo-l1", "gnugo-l10", "gnugo-l3"], 9)
+    assert fixed == {"gnugo-l1": 0.0, "gnugo-l10": 114.0}
+    assert elo_scale(fixed, ["gnugo-l10", "random"]) == "gnugo-l10 = 114"
+    assert elo_scale(fixed, ["gnugo-l10", "random", "gnugo-l1"]) == "gnugo-l1 = 0"
+    assert elo_scale(fixed, ["random", "tiny/iter-0001"]) == "random = 0"
+    assert fixed_elos(["gnugo-l1"], 19) == {}

@@ -217,3 +217,12 @@ def test_nan_survives_a_marker():
     data = json.loads((MARKERS / "selfplay.json").read_text())
     record = from_json(SelfplayRecord, data)
     assert record.false_positive_rate is not None and math.isnan(record.false_positive_rate)
+
+
+def test_a_marker_that_is_not_json_is_a_one_line_record_error(tmp_path: Path) -> None:
+    marker = tmp_path / "state" / "train.json"
+    marker.parent.mkdir()
+    marker.write_text('{"trained": ')  # cut short, e.g. by hand
+    with pytest.raises(RecordError, match="train.json: not JSON") as info:
+        read_record(marker, TrainRecord)
+    assert "\n" not in str(info.value)
