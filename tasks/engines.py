@@ -186,11 +186,10 @@ class GtpPlayer:
         if proc is None or color == self._colors.get(slot):
             return None  # its own move: the engine played it when it answered genmove
         vertex = _vertex(move, self.size)
-        try:
-            ok, text = proc.send(f"play {_colour(color)} {vertex}")
-        except EngineFailure as failure:
-            self._discard(slot)
-            return Failure(FailureKind.FORFEIT, str(failure))
+        answer = self._send(slot, proc, f"play {_colour(color)} {vertex}")
+        if isinstance(answer, Failure):
+            return answer
+        ok, text = answer
         if not ok:
             return Failure(FailureKind.ABORT, f"engine refused legal move {vertex}: {text}")
         return None
@@ -205,15 +204,23 @@ class GtpPlayer:
 
     # -- one game ------------------------------------------------------------------------
 
+    def _send(self, slot: int, proc: GtpProcess, command: str) -> tuple[bool, str] | Failure:
+        """``proc.send(command)``; an engine that crashed or timed out is discarded (the slot's
+        next game starts a fresh one) and this game is its forfeit."""
+        try:
+            return proc.send(command)
+        except EngineFailure as failure:
+            self._discard(slot)
+            return Failure(FailureKind.FORFEIT, str(failure))
+
     def _genmove_slot(self, slot: int, color: int) -> int | Failure:
         proc = self._procs.get(slot)
         if proc is None:
             return Failure(FailureKind.FORFEIT, "engine is not running")
-        try:
-            ok, text = proc.send(f"genmove {_colour(color)}")
-        except EngineFailure as failure:
-            self._discard(slot)
-            return Failure(FailureKind.FORFEIT, str(failure))
+        answer = self._send(slot, proc, f"genmove {_colour(color)}")
+        if isinstance(answer, Failure):
+            return answer
+        ok, text = answer
         if not ok:
             return Failure(FailureKind.FORFEIT, f"genmove failed: {text}")
         answer = text.strip().lower()
