@@ -31,7 +31,8 @@ MISSING = "gtp:/nonexistent/engine --mode gtp"
 def test_a_run_plays_gnugo_logs_the_margin_and_skips_a_missing_engine(
     prefect_server, project: Path
 ) -> None:
-    cfg = load_config(None, [*TINY, f"evaluation.anchors=[gnugo-l1, '{MISSING}']"])
+    anchors = [f"evaluation.anchors=[gnugo-l1, '{MISSING}']", "evaluation.anchor_every=1"]
+    cfg = load_config(None, [*TINY, *anchors])
     rows = run_pipeline(cfg, project, iterations=1)
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
     evaluation = finished(layout, 1, Stage.EVALUATE, EvaluationRecord)
@@ -77,7 +78,7 @@ def test_anchors_play_every_anchor_every_iterations_and_random_always() -> None:
     assert play_3 == (["random", "gnugo-l1"] if GNUGO else ["random"])
     none = load_config(None, ["evaluation.anchor_games=0"])
     assert anchors_to_play(none, 3) == ([], {})
-    missing = load_config(None, [f"evaluation.anchors=['{MISSING}']"])
+    missing = load_config(None, [f"evaluation.anchors=['{MISSING}']", "evaluation.anchor_every=1"])
     assert anchors_to_play(missing, 1) == (
         ["random"],
         {"engine": "/nonexistent/engine is not installed"},
