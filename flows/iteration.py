@@ -15,7 +15,7 @@ from prefect.runtime import flow_run
 
 from tabula.config import Config, parse_config
 from tabula.ladder import anchor_label
-from tabula.plan import IterationPlan, derive_seed
+from tabula.plan import IterationPlan, derive_seed, with_v_resign, worker_games
 from tasks import record, stages
 from tasks.layout import RunLayout
 from tasks.lineage import checkpoint_tags, write_iteration_stages
@@ -30,25 +30,18 @@ from tasks.resume import finished, resumable
 from tasks.summary import SummaryRow, publish_summary
 
 
-def _worker_games(total: int, workers: int) -> list[int]:
-    return [total // workers + (1 if w < total % workers else 0) for w in range(workers)]
-
-
 @resumable(Stage.SELFPLAY, SelfplayRecord)
 def run_selfplay(
     cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], v_resign: float | None
 ) -> SelfplayRecord:
     i = plan.iteration
-    if v_resign is not None and cfg.selfplay.v_resign is not None:
-        cfg = cfg.model_copy(
-            update={"selfplay": cfg.selfplay.model_copy(update={"v_resign": v_resign})}
-        )
+    cfg = with_v_resign(cfg, v_resign)
     best = str(layout.model(plan.best))
     futures = [
         stages.selfplay_worker.submit(
             cfg, layout, i, w, best, games, derive_seed(plan.selfplay_seed, w)
         )
-        for w, games in enumerate(_worker_games(cfg.selfplay.games, cfg.selfplay.workers))
+        for w, games in enumerate(worker_games(cfg.selfplay.games, cfg.selfplay.workers))
     ]
     workers = [f.result() for f in futures]
     hashes = stages.dvc_commit(layout, i, Stage.SELFPLAY.value)

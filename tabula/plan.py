@@ -81,3 +81,20 @@ def plan_iteration(
         train_seed=derive_seed(seed, i, 1),
         gate_seed=derive_seed(seed, i, 2),
     )
+
+
+def worker_games(total: int, workers: int) -> list[int]:
+    """``total`` games shared out among ``workers`` self-play workers, the first ones taking
+    one more when it does not divide (worker w plays ``worker_games(...)[w]``)."""
+    return [total // workers + (1 if w < total % workers else 0) for w in range(workers)]
+
+
+def with_v_resign(cfg: Config, v_resign: float | None) -> Config:
+    """``cfg`` with self-play's resignation threshold replaced by the one calibrated on the
+    previous iteration's games (paper, Methods "Self-play"); unchanged when there is none or
+    resignation is off (``selfplay.v_resign: null``)."""
+    if v_resign is None or cfg.selfplay.v_resign is None:
+        return cfg
+    return cfg.model_copy(
+        update={"selfplay": cfg.selfplay.model_copy(update={"v_resign": v_resign})}
+    )

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tabula.config import load_config
-from tabula.plan import derive_seed, plan_iteration, window_iterations
+from tabula.plan import (
+    derive_seed,
+    plan_iteration,
+    window_iterations,
+    with_v_resign,
+    worker_games,
+)
 
 
 @pytest.mark.parametrize(
@@ -40,3 +46,18 @@ def test_derived_seeds_are_32_bit_and_distinct_per_key():
     seeds = {derive_seed(2017, i, k) for i in range(20) for k in range(3)}
     assert len(seeds) == 60 and all(0 <= s < 2**32 for s in seeds)
     assert derive_seed(2017, 1, 0) == 221537779  # runs resume and reproduce: never changes
+
+
+@pytest.mark.parametrize(("total", "workers"), [(192, 2), (7, 3), (2, 4), (16, 16)])
+def test_games_are_shared_out_to_the_last_one(total: int, workers: int):
+    games = worker_games(total, workers)
+    assert len(games) == workers and sum(games) == total
+    assert max(games) - min(games) <= 1 and games == sorted(games, reverse=True)
+
+
+def test_a_calibrated_threshold_replaces_the_configured_one_unless_resignation_is_off():
+    cfg = load_config(None)
+    assert with_v_resign(cfg, -0.8).selfplay.v_resign == -0.8
+    assert with_v_resign(cfg, None) is cfg
+    off = load_config(None, ["selfplay.v_resign=null"])
+    assert with_v_resign(off, -0.8).selfplay.v_resign is None
