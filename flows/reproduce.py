@@ -57,7 +57,7 @@ def reproduce(
     cfg = parse_config(layout.params.read_text(), source=str(layout.params))
     train_record = finished(layout, i, Stage.TRAIN, TrainRecord)
     if train_record is None:  # restore_lineage brought it back or refused
-        raise UsageError(f"{layout.rel(layout.marker(i, Stage.TRAIN))}: missing")
+        raise UsageError(f"{layout.rel(layout.marker(i, Stage.TRAIN.marker_name()))}: missing")
     recorded_result = train_record.trained.result
     recorded = recorded or recorded_result.weights_sha256
     differences = check_inputs(layout, i)

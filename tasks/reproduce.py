@@ -8,6 +8,7 @@ from pathlib import Path
 from tabula.errors import UsageError
 from tasks import tracking, versioning
 from tasks.layout import RunLayout
+from tasks.records import Stage
 
 _ITER = re.compile(r"^(?:(?P<run>[^/@:]+)/)?(?:iter-)?(?P<i>[0-9]+)$")
 
@@ -42,7 +43,7 @@ def restore_lineage(layout: RunLayout, i: int) -> None:
         layout.params,
         layout.stage_file(i),
         layout.stage_file(i).with_name("dvc.lock"),
-        layout.marker(i, "train"),
+        layout.marker(i, Stage.TRAIN.marker_name()),
     ]
     if all(p.exists() for p in needed):
         return
