@@ -23,7 +23,7 @@ import os
 import re
 from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -95,17 +95,6 @@ class MatchResult:
     summary: MatchSummary
     sgf_dir: Path | None
     store: Path | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: the summary's numbers, its score, and one store row per game."""
-        return {
-            "match_id": self.match_id,
-            **asdict(self.summary),
-            "score": self.summary.score,
-            "sgf_dir": None if self.sgf_dir is None else str(self.sgf_dir),
-            "store": None if self.store is None else str(self.store),
-            "results": [g.row(self.match_id, None) for g in self.games],
-        }
 
 
 def sgf_result(outcome: GameOutcome) -> str:
