@@ -84,7 +84,8 @@ class RawNetworkPlayer:
 
 
 class MctsPlayer:
-    """Network + MCTS as in the paper's evaluation: tau -> 0, no Dirichlet noise.
+    """Network + MCTS as in the paper's evaluation: tau -> 0, no Dirichlet noise (the Gumbel
+    search: no Gumbel noise, Sequential Halving's move).
 
     One `BatchedMCTS` serves every game of this player (a slot per arena slot), so one network
     batch holds leaves of all the games where it is to move; each tree follows its game through
@@ -136,7 +137,7 @@ class MctsPlayer:
                 self._stale.discard(r.slot)
         slots = [r.slot for r in requests]
         search.search(slots, self.evaluate, max_batch=self.max_batch)
-        return [search.choose_move(slot, tau=0.0) for slot in slots]
+        return [int(m) for m in search.decide(slots, tau=0.0).move]
 
     def observe(self, slot: int, color: int, move: int) -> Failure | None:
         if self.search is None or slot not in self._games:
@@ -156,4 +157,4 @@ class MctsPlayer:
         rng = np.random.default_rng([self.seed, game.move_number])
         search.reset(0, rng, _as_to_play(game, color))
         search.search([0], self.evaluate, max_batch=self.max_batch)
-        return search.choose_move(0, tau=0.0)
+        return int(search.decide([0], tau=0.0).move[0])

@@ -4,8 +4,10 @@
 as a `GameRecord`, then starts the next one in its slot. Per move (paper, Methods
 "Self-play"): a search of ``simulations`` from the reused root with fresh Dirichlet noise;
 pi = the root's visit distribution; the move is sampled from pi (tau = 1) for the first
-``temperature_moves`` moves, then the most visited (tau -> 0); the side to move resigns when
-its root value and best child value are both below ``v_resign``, except in the
+``temperature_moves`` moves, then the most visited (tau -> 0). With the Gumbel search
+(``search.algorithm: gumbel``), pi is its improved policy pi' and the move is the one its
+Sequential Halving leaves standing, at every move (the Gumbel noise samples). The side to
+move resigns when its root value and best child value are both below ``v_resign``, except in the
 ``resign_disabled_fraction`` of games that play to the end to calibrate the threshold
 (`tabula.resign`). A game ends on resignation, two passes in a row or 2 N^2 moves; z is the
 final result from each position's side to move (+1 win, -1 loss, 0 jigo).
@@ -74,7 +76,8 @@ class GameRecord:
     """One finished self-play game. T = number of moves played (positions searched).
 
     moves: int16[T] flat moves (pass = M); to_play: int8[T] side to move before each move;
-    pi: float32[T, M+1] the search's visit distribution (N / sum N, whatever tau chose);
+    pi: float32[T, M+1] the search's policy target (`tabula.mcts.Decisions`: N / sum N
+    whatever tau chose, or the Gumbel search's pi');
     root_values / best_child_values: float32[T], from the side to move; winner: +1 black,
     -1 white, 0 jigo; score: Tromp-Taylor black - white - komi (None if resigned);
     resigned: 0, or the colour that resigned; resign_disabled: resignation was off.
@@ -208,10 +211,10 @@ class _Loop:
         movers = done[moving]
         tau = np.where(before.move_number[moving] < p.temperature_moves, 1.0, 0.0)
         move = np.full(len(done), -1, dtype=np.int64)  # per slot of done; -1: resigned
-        move[moving] = mcts.choose_moves(movers, tau, roots.visits[moving])
-        pi = (roots.visits / np.maximum(roots.visits.sum(axis=1, keepdims=True), 1)).astype(
-            np.float32
-        )
+        pi = np.zeros((len(done), p.board_size**2 + 1), dtype=np.float32)
+        if len(movers):
+            decided = mcts.decide(movers, tau)
+            move[moving], pi[moving] = decided.move, decided.policy
         mcts.play_many(movers, move[moving])
         ended = moving & mcts.games(done).over
         mcts.start(done[moving & ~ended])

@@ -82,8 +82,15 @@ class NetworkConfig(_Section):
 
 
 class SearchConfig(_Section):
-    """MCTS: PUCT selection, root Dirichlet noise, batched leaves kept apart by virtual loss."""
+    """MCTS: PUCT selection and root Dirichlet noise (the paper), or the Gumbel search;
+    batched leaves kept apart by virtual loss."""
 
+    algorithm: Literal["puct", "gumbel"] = Field(
+        default="puct",
+        description="puct: the paper's search, pi = visit counts. gumbel: Danihelka et al. 2022"
+        " (Gumbel-top-k and Sequential Halving at the root, pi' = softmax(logits +"
+        " sigma(completed Q)) as the policy target; `tabula.mcts.gumbel`).",
+    )
     simulations: int = Field(default=16, ge=1, description="Per self-play move (paper 1600).")
     c_puct: float = Field(
         default=1.25, gt=0, description="U = c_puct P sqrt(sum_b N_b) / (1 + N); not in the paper."
@@ -116,6 +123,15 @@ class SearchConfig(_Section):
         " legal move). False (ours): those moves are pruned, as the random player and most"
         " Go programs' playouts do; a barely trained net would otherwise kill its own groups"
         " and learn little from games that Tromp-Taylor scoring decides on the board.",
+    )
+    gumbel_m: int = Field(
+        default=16, ge=1, description="Gumbel: moves considered at the root (Danihelka et al.: 16)."
+    )
+    gumbel_c_visit: float = Field(
+        default=50.0, ge=0, description="Gumbel: sigma's c_visit (Danihelka et al.; mctx: 50)."
+    )
+    gumbel_c_scale: float = Field(
+        default=0.1, gt=0, description="Gumbel: sigma's c_scale (mctx's default value_scale 0.1)."
     )
 
     def alpha_for(self, N: int) -> float:

@@ -5,6 +5,7 @@ package is its numba side:
 
 - ``trees``: the struct-of-arrays trees and the leaf buffers;
 - ``kernels``: selection, expansion and backup;
+- ``gumbel``: the Gumbel search's root schedule, selection and policy target;
 - ``moves``: the per-move work between searches (root statistics, move choice, play);
 - ``reuse``: re-rooting a tree at the played child;
 - ``random``: the per-game SplitMix64 streams.
@@ -12,6 +13,7 @@ package is its numba side:
 
 from tabula.mcts.search import (
     BatchedMCTS,
+    Decisions,
     Evaluate,
     Games,
     Roots,
@@ -23,6 +25,7 @@ from tabula.mcts.search import (
 
 __all__ = [
     "BatchedMCTS",
+    "Decisions",
     "Evaluate",
     "Games",
     "RootStats",

@@ -34,6 +34,7 @@ from numba import njit
 
 from tabula.features import HISTORY, fill_planes
 from tabula.go.board import area_score, fills_own_eye, legal_mask, play_move
+from tabula.mcts.gumbel import prepare_root, select_interior, select_root
 from tabula.mcts.random import gamma, next_u64
 from tabula.mcts.trees import EXPANDED, FULL, TERMINAL, UNEXPANDED
 
@@ -175,16 +176,22 @@ def _backup(t, g, node, v, vl) -> None:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _descend(t, g, rules, knobs):
-    """One selection from the root, adding virtual loss along the path. Returns (node,
-    fresh): a node created by this call (UNEXPANDED: a leaf for the network, or TERMINAL),
-    an existing TERMINAL node, an existing UNEXPANDED node (a collision: that leaf is already
-    waiting for the network), or (FULL, False) with the virtual loss taken back."""
+def _descend(t, g, rules, knobs, scratch):
+    """One selection from the root, adding virtual loss along the path (PUCT, or the Gumbel
+    search's rules with ``knobs.gumbel``; ``scratch`` is float64[M+1] for the latter). Returns
+    (node, fresh): a node created by this call (UNEXPANDED: a leaf for the network, or
+    TERMINAL), an existing TERMINAL node, an existing UNEXPANDED node (a collision: that leaf
+    is already waiting for the network), or (FULL, False) with the virtual loss taken back."""
     vl = knobs.virtual_loss
     node = 0
     _visit(t, g, 0, vl)
     while t.state[g, node] == EXPANDED:
-        a = _select(t, g, node, knobs.c_puct, knobs.fpu)
+        if not knobs.gumbel:
+            a = _select(t, g, node, knobs.c_puct, knobs.fpu)
+        elif node == 0:
+            a = select_root(t, g, knobs, scratch)
+        else:
+            a = select_interior(t, g, node, knobs, scratch)
         c = t.child[g, node, a]
         if c < 0:
             if t.size[g] >= t.N.shape[1]:
@@ -241,6 +248,7 @@ def gather(t, slots, leaves, rules, knobs):
     M = t.board.shape[2]
     per_game, vl = knobs.per_game, knobs.virtual_loss
     recent = np.empty((HISTORY, M), dtype=np.int8)
+    scratch = np.empty(M + 1)
     n, terminal, n_coll = 0, 0, 0
     for g in slots:
         if t.state[g, 0] == UNEXPANDED:  # a fresh root: evaluate it first (not a simulation)
@@ -252,7 +260,7 @@ def gather(t, slots, leaves, rules, knobs):
         got, tries = 0, 0
         while got < per_game and tries < 4 * per_game and t.done[g] + t.inflight[g] < t.target[g]:
             tries += 1
-            node, fresh = _descend(t, g, rules, knobs)
+            node, fresh = _descend(t, g, rules, knobs, scratch)
             if node == FULL:
                 t.target[g] = t.done[g] + t.inflight[g]  # cannot grow: end this search early
                 break
@@ -318,7 +326,8 @@ def expand_and_backup(t, leaves, n, priors, values, rules, knobs) -> None:
     ``knobs.fill_own_eyes``, so are the moves that fill one's own single-point eye (pass then
     remains whenever nothing else does). The root's expansion (node 0) does not count as a
     simulation; a root whose search asked for noise (``noise_pending``) gets it now,
-    Dir(``knobs.alpha``) with weight ``knobs.epsilon``.
+    Dir(``knobs.alpha``) with weight ``knobs.epsilon``, or with ``knobs.gumbel`` its Gumbel
+    noise and schedule (`tabula.mcts.gumbel.prepare_root`).
     """
     M = t.board.shape[2]
     nbr, zob = rules.neighbors, rules.zobrist
@@ -360,7 +369,10 @@ def expand_and_backup(t, leaves, n, priors, values, rules, knobs) -> None:
         t.value[g, node] = values[i]
         if node == 0 and t.noise_pending[g]:
             t.noise_pending[g] = 0
-            add_root_noise(t, g, knobs.alpha, knobs.epsilon)
+            if knobs.gumbel:
+                prepare_root(t, g, knobs)
+            else:
+                add_root_noise(t, g, knobs.alpha, knobs.epsilon)
         _backup(t, g, node, values[i], knobs.virtual_loss)
         t.inflight[g] -= 1
         if node != 0:

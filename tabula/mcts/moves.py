@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from tabula.go.board import LEGAL, move_status
+from tabula.mcts.gumbel import clear_root, prepare_root
 from tabula.mcts.kernels import add_root_noise
 from tabula.mcts.random import uniform
 from tabula.mcts.reuse import advance_root
@@ -26,12 +27,20 @@ from tabula.mcts.trees import EXPANDED, TERMINAL
 def start_searches(t, slots, simulations, knobs) -> None:
     """Begin a search of ``simulations`` new visits at each slot's root (none if the game is
     over). With ``knobs.noise``, the root gets Dir(alpha) noise now if it is expanded, else
-    once its evaluation comes back (`tabula.mcts.kernels.expand_and_backup`)."""
+    once its evaluation comes back (`tabula.mcts.kernels.expand_and_backup`). The Gumbel
+    search starts from the root without its children, and draws its noise and schedule
+    (`tabula.mcts.gumbel.prepare_root`) at the same points."""
     for g in slots:
         t.done[g] = 0
         t.noise_pending[g] = 0
         t.target[g] = 0 if t.state[g, 0] == TERMINAL else simulations
-        if knobs.noise and t.target[g] > 0:
+        if knobs.gumbel and t.target[g] > 0:
+            if t.state[g, 0] == EXPANDED:
+                clear_root(t, g)
+                prepare_root(t, g, knobs)
+            else:
+                t.noise_pending[g] = 1
+        elif knobs.noise and t.target[g] > 0:
             if t.state[g, 0] == EXPANDED:
                 add_root_noise(t, g, knobs.alpha, knobs.epsilon)
             else:

@@ -11,7 +11,8 @@ slot and draw.
 - `uniform`: a float64 in [0, 1) from the top 53 bits;
 - `normal`: standard normal by Box-Muller;
 - `gamma`: Gamma(alpha, 1) by Marsaglia and Tsang (2000), with the ``U^(1/alpha)`` boost for
-  alpha < 1. Normalised gamma draws are a Dirichlet draw (how the root noise uses them).
+  alpha < 1. Normalised gamma draws are a Dirichlet draw (how the root noise uses them);
+- `gumbel`: standard Gumbel, -log(-log U) (the Gumbel search's root noise).
 """
 
 from __future__ import annotations
@@ -65,3 +66,10 @@ def gamma(state, g, alpha) -> float:
         u = 1.0 - uniform(state, g)
         if u < 1.0 - 0.0331 * x**4 or math.log(u) < 0.5 * x * x + d * (1.0 - v + math.log(v)):
             return d * v * boost
+
+
+@njit(cache=True, nogil=True)
+def gumbel(state, g) -> float:
+    """Standard Gumbel(0, 1): -log(-log U) with U strictly inside (0, 1)."""
+    u = (float(next_u64(state, g) >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+    return -math.log(-math.log(u))

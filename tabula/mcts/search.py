@@ -23,6 +23,11 @@ The search, exactly as the paper states it:
 - after the move, the played child becomes the root with its subtree and statistics (the
   rest is freed; a subtree too big for the tree's capacity is dropped, see `BatchedMCTS`).
 
+With ``search.algorithm: gumbel`` the same batched loop runs the Gumbel search instead
+(Danihelka et al. 2022; `tabula.mcts.gumbel`): Gumbel noise and Sequential Halving at the root,
+its deterministic selection below, a policy target pi' (`BatchedMCTS.decide`), no Dirichlet
+noise, and every search from a root without children.
+
 Counting: ``simulations`` is the number of new visits below the root per search, so the root's
 children's N sum to the kept subtree's visits plus ``simulations``. A fresh root's own
 evaluation comes first and is not a simulation (as in mctx).
@@ -48,6 +53,7 @@ from tabula.features import NUM_PLANES, symmetry_permutations
 from tabula.go.board import EMPTY_HASH, REASONS, area_score, rules_context
 from tabula.go.game import Game
 from tabula.go.hashset import hashset_insert, hashset_new
+from tabula.mcts.gumbel import gumbel_decisions
 from tabula.mcts.kernels import expand_and_backup, gather, init_root, undo_collisions
 from tabula.mcts.moves import choose_moves, play_moves, root_stats, start_searches
 from tabula.mcts.trees import (
@@ -146,7 +152,16 @@ class SearchParams:
             noise=self.noise,
             alpha=self.dirichlet_alpha,
             epsilon=float(c.dirichlet_epsilon),
+            gumbel=c.algorithm == "gumbel",
+            gumbel_m=int(c.gumbel_m),
+            c_visit=float(c.gumbel_c_visit),
+            c_scale=float(c.gumbel_c_scale),
         )
+
+    @property
+    def gumbel(self) -> bool:
+        """Whether this is the Gumbel search (`tabula.mcts.gumbel`)."""
+        return self.config.algorithm == "gumbel"
 
 
 @dataclass(frozen=True)
@@ -175,6 +190,17 @@ class RootStats:
     value: float
     best_move: int
     best_value: float
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What k searches decided (`BatchedMCTS.decide`), row i for the i-th slot asked.
+
+    move: int64[k], the move to play; policy: float32[k, M+1], the policy target: the visit
+    distribution N / sum N (PUCT), or pi' = softmax(logits + sigma(completed Q)) (Gumbel)."""
+
+    move: np.ndarray
+    policy: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -434,6 +460,29 @@ class BatchedMCTS:
         out = np.zeros(len(slots), dtype=np.int64)
         choose_moves(self.trees, slots, visits, np.asarray(tau, dtype=np.float64), out)
         return out
+
+    def decide(self, slots: Sequence[int] | np.ndarray, tau: np.ndarray | float = 0.0
+               ) -> Decisions:  # fmt: skip
+        """The move and the policy target of each slot's finished search.
+
+        PUCT: the move is `choose_moves` at temperature ``tau[i]`` (paper), the target the visit
+        distribution. Gumbel: the move is Sequential Halving's last one standing, whatever
+        ``tau`` (the Gumbel noise already samples), the target pi' (`tabula.mcts.gumbel`)."""
+        slots = np.asarray(slots, dtype=np.int64)
+        if not self.params.gumbel:
+            visits = self.roots(slots).visits
+            tau = np.broadcast_to(np.asarray(tau, dtype=np.float64), (len(slots),))
+            move = self.choose_moves(slots, tau, visits)
+            total = np.maximum(visits.sum(axis=1, keepdims=True), 1)
+            return Decisions(move, (visits / total).astype(np.float32))
+        self._check_reset(slots)
+        move = np.zeros(len(slots), dtype=np.int64)
+        policy = np.zeros((len(slots), self.M + 1), dtype=np.float32)
+        gumbel_decisions(self.trees, slots, self.knobs, move, policy)
+        unsearched = slots[move < 0]
+        if len(unsearched):
+            raise SearchError(f"slot {unsearched[0]}: no search at the root (run a search first)")
+        return Decisions(move, policy)
 
     def _check_reset(self, slots: np.ndarray) -> None:
         for slot in slots:

@@ -34,6 +34,8 @@ class Trees(NamedTuple):
     waiting for the network, and wanted in this search), noise_pending (int8: the root gets
     its Dirichlet noise once it has been evaluated), sym_state and rand_state (the game's
     `tabula.mcts.random` streams: dihedral transforms; root noise and move choice).
+    gumbel: float32[G, M+1], the root's Gumbel noise; schedule: int32[G, C], the root's
+    Sequential Halving schedule (`tabula.mcts.gumbel`; the Gumbel search only).
     history: int8[G, 8, M], the real game's boards, most recent (= the root board) first,
     zeros before the start. game_set: uint64[G, S], the hash set of every position of the
     real game (`tabula.go.hashset`).
@@ -61,6 +63,8 @@ class Trees(NamedTuple):
     rand_state: np.ndarray
     history: np.ndarray
     game_set: np.ndarray
+    gumbel: np.ndarray
+    schedule: np.ndarray
 
 
 def new_trees(G: int, C: int, M: int, set_size: int) -> Trees:
@@ -85,6 +89,8 @@ def new_trees(G: int, C: int, M: int, set_size: int) -> Trees:
         rand_state=np.zeros(G, dtype=np.uint64),
         history=np.zeros((G, HISTORY, M), dtype=np.int8),
         game_set=np.zeros((G, set_size), dtype=np.uint64),
+        gumbel=np.zeros((G, M + 1), dtype=np.float32),
+        schedule=np.zeros((G, C), dtype=np.int32),
     )
 
 
@@ -129,7 +135,9 @@ class Knobs(NamedTuple):
     virtual_loss: W taken from a path while its leaf waits; random_symmetry: evaluate a leaf
     under a random dihedral transform; early_pass, fill_own_eyes: the move pruning of
     `tabula.mcts.kernels.expand_and_backup`; noise: Dirichlet noise at the root, Dir(alpha)
-    with weight epsilon.
+    with weight epsilon (PUCT), or Gumbel noise (Gumbel). gumbel: the Gumbel search
+    (`tabula.mcts.gumbel`) instead of PUCT, with gumbel_m moves considered at the root and
+    sigma's constants c_visit and c_scale.
     """
 
     per_game: int
@@ -142,3 +150,7 @@ class Knobs(NamedTuple):
     noise: bool
     alpha: float
     epsilon: float
+    gumbel: bool
+    gumbel_m: int
+    c_visit: float
+    c_scale: float
