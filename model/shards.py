@@ -6,7 +6,7 @@ Columns (``shard_schema(N)``; M = N*N; all non-null):
 column             Arrow type                      meaning
 =================  ==============================  =============================================
 planes             fixed_size_binary(ceil(17M/8))  ``np.packbits`` of the 17 x N x N uint8 planes
-pi                 fixed_size_list<float32>[M+1]   MCTS visit distribution, pass last
+pi                 fixed_size_list<float32>[M+1]   the search's policy target, pass last
 z                  float32                         game result from the side to move: +1/-1/0
 to_play            int8                            +1 black, -1 white
 game_id            string                          unique per game within a run
@@ -17,10 +17,12 @@ resign_disabled    bool                            the game was played with resi
 =================  ==============================  =============================================
 
 The file's schema metadata holds ``tabula.schema_version`` (``SCHEMA_VERSION``),
-``tabula.board_size`` and ``tabula.metadata`` (the writer's JSON dict). Fixed-size types make
-reading a reshape of Arrow's buffers rather than a per-row conversion. Shards are written under a
-temporary name in the target folder and renamed, so a reader never sees half a file; a sha256
-sidecar (``<shard>.sha256``, `model.files`) lets `validate_shard` catch a corrupt footer.
+``tabula.board_size`` and ``tabula.metadata`` (the writer's JSON dict; self-play's says which
+policy target ``pi`` holds: "visits", or "gumbel-improved-policy", `tasks.selfplay`).
+Fixed-size types make reading a reshape of Arrow's buffers rather than a per-row conversion.
+Shards are written under a temporary name in the target folder and renamed, so a reader never
+sees half a file; a sha256 sidecar (``<shard>.sha256``, `model.files`) lets `validate_shard`
+catch a corrupt footer.
 """
 
 from __future__ import annotations

@@ -105,6 +105,7 @@ class GateReason(StrEnum):
     SPRT_ACCEPT_H1 = "sprt-accept-h1"  # the SPRT stopped: promote
     SPRT_ACCEPT_H0 = "sprt-accept-h0"  # the SPRT stopped: keep the best
     MAX_GAMES = "max-games"  # the SPRT was undecided after the maximum; the threshold decided
+    OFF = "gating-off"  # evaluation.gating is false: no games, every candidate is promoted
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,11 @@ class GateDecision:
         out["reason"] = str(self.reason)
         out["llr_bounds"] = None if self.llr_bounds is None else list(self.llr_bounds)
         return out
+
+
+def ungated() -> GateDecision:
+    """The decision when gating is off (``evaluation.gating: false``): promoted, no games."""
+    return GateDecision(True, GateReason.OFF, 0, 0, 0, 0, 0.0, 0.0, 1.0, None, None)
 
 
 def _validated(config: GateSettings) -> GateConfig:

@@ -35,10 +35,9 @@ def evaluation_metrics(evaluation: EvaluationRecord) -> dict[str, float | None]:
     interval, and the score and mean margin against each anchor (``eval/score_vs_random``,
     ``eval/margin_vs_gnugo-l1``)."""
     decision = evaluation.gate.decision
-    metrics: dict[str, float | None] = {
-        "eval/win_rate": decision.win_rate,
-        "eval/gate_games": decision.games,
-    }
+    metrics: dict[str, float | None] = {"eval/gate_games": decision.games}
+    if decision.games:  # (gating off plays none)
+        metrics["eval/win_rate"] = decision.win_rate
     if evaluation.elo is not None:
         elo = evaluation.elo
         metrics.update({"elo": elo.elo, "elo_low": elo.low, "elo_high": elo.high})

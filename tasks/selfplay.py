@@ -3,7 +3,8 @@
 ``run_worker`` loads the model (a checkpoint, or "random": a freshly initialised network from
 the seed), plays ``games`` games with `tabula.selfplay.play_games`, and writes
 
-- shards (`model.shards`, Parquet): every position of every game with its 17 planes, pi, z,
+- shards (`model.shards`, Parquet): every position of every game with its 17 planes, pi (the
+  visit distribution, or the Gumbel search's pi': the metadata's ``policy_target`` says), z,
   side to move, game id, move number, iteration, model id and the resign-disabled flag; a
   shard is closed after ``rows_per_shard`` positions (at a game boundary) and at the end;
   named ``i{iteration}-w{worker}-{k}.parquet``, each written to a temporary name and renamed;
@@ -37,6 +38,8 @@ from tabula.resign import ResignTrace
 from tabula.selfplay import GameRecord, SelfPlayParams, SelfPlayStats, play_games
 from tabula.sgf import game_to_sgf, result_string
 
+#: What a shard's ``pi`` column holds, by search algorithm (its metadata's "policy_target").
+POLICY_TARGETS = {"puct": "visits", "gumbel": "gumbel-improved-policy"}
 SHARD_PLANE_BYTES = 2**27  # close a shard at ~128 MiB of unpacked planes (~97k rows on 9x9)
 
 
@@ -218,7 +221,12 @@ class _Writer:
             return
         k = len(self.shards)
         path = self.out / f"i{self.iteration:04d}-w{self.worker:02d}-{k:04d}.parquet"
-        metadata = {"iteration": self.iteration, "worker": self.worker, "model_id": self.model_id}
+        metadata = {
+            "iteration": self.iteration,
+            "worker": self.worker,
+            "model_id": self.model_id,
+            "policy_target": POLICY_TARGETS[self.cfg.search.algorithm],
+        }
         write_shard(path, ShardRecords.concatenate(self.pending), metadata)
         self.shards.append(path)
         self.pending, self.rows = [], 0

@@ -21,6 +21,7 @@ from prefect import task
 from model.files import write_json
 from tabula.config import Config
 from tabula.errors import TabulaError
+from tabula.gating import ungated
 from tabula.ladder import anchor_label, anchor_program, anchor_spec, elo_scale, fixed_elos
 from tabula.openings import match_openings
 from tabula.plan import IterationPlan, plan_iteration
@@ -301,12 +302,18 @@ def verify_window(layout: RunLayout, window: list[str]) -> None:
 
 @task(name="gate", task_run_name="gate-i{iteration}", **IO_RETRIES)
 def gate(cfg: Config, layout: RunLayout, iteration: int, best: int, seed: int) -> GateRecord:
-    """The candidate plays the champion; the decision comes with its evidence."""
+    """The candidate plays the champion; the decision comes with its evidence. With
+    ``evaluation.gating`` off, no games: the candidate is promoted (`tabula.gating.ungated`)."""
     from tasks.match import run_gate
 
     out = layout.match(iteration) / "gate"
     reset_dir(out)
     started = time.perf_counter()
+    if not cfg.evaluation.gating:
+        decision = ungated()
+        evidence = {"candidate": str(layout.model(iteration)), "best": str(layout.model(best))}
+        write_json(out / "gate.json", evidence | decision.to_dict() | {"games_played": 0})
+        return GateRecord(decision=decision, seconds=time.perf_counter() - started)
     games = cfg.evaluation.gating_games
     decision = run_gate(
         str(layout.model(iteration)),

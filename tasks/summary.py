@@ -22,16 +22,17 @@ from tasks.records import (
 class SummaryRow:
     """One iteration at a glance (the run's closing table, the iteration's artifact).
 
-    win_rate: the candidate's gate score; vs_random: its score against the random anchor
-    (None without anchor games); vs_anchors / margins: its score and mean score margin (points,
-    from its side) against each other anchor it played ("gnugo-l1"), and skipped: the anchors
-    it could not play, with why; elo, elo_low, elo_high: its Elo and 95% interval (None when
-    unrated); stage_seconds: self-play (slowest worker), training, gate and anchor matches.
+    win_rate: the candidate's gate score (None with gating off); vs_random: its score against
+    the random anchor (None without anchor games); vs_anchors / margins: its score and mean
+    score margin (points, from its side) against each other anchor it played ("gnugo-l1"),
+    and skipped: the anchors it could not play, with why; elo, elo_low, elo_high: its Elo and
+    95% interval (None when unrated); stage_seconds: self-play (slowest worker), training,
+    gate and anchor matches.
     """
 
     iteration: int
     promoted: bool
-    win_rate: float
+    win_rate: float | None
     elo: float | None
     elo_low: float | None
     elo_high: float | None
@@ -63,7 +64,7 @@ def summary_row(
     return SummaryRow(
         iteration=i,
         promoted=promotion.promoted,
-        win_rate=gate.decision.win_rate,
+        win_rate=gate.decision.win_rate if gate.decision.games else None,
         elo=None if elo is None else elo.elo,
         elo_low=None if elo is None else elo.low,
         elo_high=None if elo is None else elo.high,

@@ -252,7 +252,7 @@ def test_several_errors_report_the_first_and_count_the_rest() -> None:
 
 BAD_OVERRIDES = {
     "no equals sign": ("search.simulations", "expected KEY=VALUE"),
-    "unknown key": ("search.simulatons=3", "unknown key search.simulatons (allowed: simulations,"),
+    "unknown key": ("search.simulatons=3", "unknown key search.simulatons (allowed: algorithm, simulations,"),
     "unknown section": ("serch.simulations=3", "unknown key serch (allowed: rules,"),
     "below a value": ("search.simulations.x=3", "search.simulations is a value, not a section"),
     "empty key part": ("search..simulations=3", "empty key part"),

@@ -231,6 +231,12 @@ class TrainingConfig(_Section):
 class EvaluationConfig(_Section):
     """Gating against the best player (paper: 400 games, > 55%), and anchor games."""
 
+    gating: bool = Field(
+        default=True,
+        description="True: the candidate must beat the best player to be promoted (the paper)."
+        " False: no gate games; every candidate is promoted, so self-play always uses the latest"
+        " network (AlphaZero, Silver et al. 2018; KataGo). Elo and anchors are still measured.",
+    )
     gating_games: int = Field(default=20, ge=1, description="Games (the most if sprt; paper 400).")
     gating_threshold: float = Field(
         default=0.55, gt=0, lt=1, description="Promote above this win rate (paper 0.55)."

@@ -83,8 +83,9 @@ def test_symmetries_map_back_for_an_equivariant_network(n: int) -> None:
     assert set(ks) == set(range(8))  # every transform is exercised below
     plain_p, plain_v = ev(batch)
     sym_p, sym_v = ev(batch, np.random.default_rng(4))
-    np.testing.assert_allclose(sym_p, plain_p, atol=2e-6)
-    np.testing.assert_allclose(sym_v, plain_v, atol=2e-6)
+    # fp32 sums in another order (oneDNN picks kernels by load): 2e-6 failed once on a busy machine
+    np.testing.assert_allclose(sym_p, plain_p, atol=1e-5)
+    np.testing.assert_allclose(sym_v, plain_v, atol=1e-5)
     # The check has teeth: the network's raw answer on a transformed board is a moved policy.
     moved, _ = ev(transform_planes(batch, ks))
     assert not np.allclose(moved[ks == 1], plain_p[ks == 1], atol=1e-4)
