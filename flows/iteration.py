@@ -54,7 +54,11 @@ def run_selfplay(
 
 
 @resumable(Stage.TRAIN, TrainRecord)
-def run_train(cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str]) -> TrainRecord:
+def run_train(
+    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], iterations: int
+) -> TrainRecord:
+    """Train iteration ``plan.iteration`` with the rate schedule of a run of ``iterations``
+    (or of ``pipeline.iterations``, if more: `tabula.config.TrainingConfig.boundaries_for`)."""
     i = plan.iteration
     parent = layout.trainer_ckpt(plan.parent)
     init = parent if plan.parent > 0 and parent.exists() else layout.model(plan.parent)
@@ -67,6 +71,7 @@ def run_train(cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[st
         plan.train_seed,
         runs[0],
         record.tracking_uri(cfg, layout),
+        lr_boundaries=cfg.training.boundaries_for(max(iterations, cfg.pipeline.iterations)),
     )
     hashes = stages.dvc_commit(layout, i, Stage.TRAIN.value)
     window = stages.window_hashes(layout, plan.window)
@@ -135,9 +140,16 @@ def run_promote(
 
 @flow(name="tabula-iteration", flow_run_name="{run}-iter-{i}")
 def iteration(
-    config_yaml: str, project: str, run: str, i: int, parent_run_id: str, tags: dict[str, str]
+    config_yaml: str,
+    project: str,
+    run: str,
+    i: int,
+    parent_run_id: str,
+    tags: dict[str, str],
+    iterations: int | None = None,
 ) -> SummaryRow:
-    """Run (or resume) iteration ``i`` of ``run``; returns its summary row."""
+    """Run (or resume) iteration ``i`` of ``run``, part of a run of ``iterations`` iterations
+    (default: the config's; the rate schedule stretches to it); returns its summary row."""
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
     plan = stages.plan(cfg, layout, i)
@@ -148,7 +160,7 @@ def iteration(
     previous = finished(layout, i - 1, Stage.SELFPLAY, SelfplayRecord)
     v_resign = None if previous is None else previous.v_resign_next
     selfplay = run_selfplay(cfg, layout, plan, runs, v_resign)
-    train = run_train(cfg, layout, plan, runs)
+    train = run_train(cfg, layout, plan, runs, iterations or cfg.pipeline.iterations)
     evaluation = run_evaluate(cfg, layout, plan, runs)
     promotion = run_promote(cfg, layout, plan, evaluation, train, runs, tags)
     stages.record_lineage(layout, i, f"{run}: iteration {i} (code {tags.get('git_commit')})")

@@ -59,7 +59,10 @@ def pipeline(
         stages.set_champion(layout, 0, None)
     runner = _task_runner(cfg.selfplay.workers, dask_address)
     one = iteration.with_options(task_runner=runner)
-    rows = [one(config_yaml, project, run, i, parent, tags) for i in range(1, iterations + 1)]
+    rows = [
+        one(config_yaml, project, run, i, parent, tags, iterations)
+        for i in range(1, iterations + 1)
+    ]
     record.finish(cfg, layout, parent)
     final = finished(layout, iterations, Stage.EVALUATE, EvaluationRecord)
     return with_final_ratings(rows, () if final is None else final.ratings, layout)

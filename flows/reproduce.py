@@ -76,6 +76,7 @@ def reproduce(
                 None,
                 threads=train_record.trained.threads,
                 model_dir=Path(scratch) / "model",
+                lr_boundaries=list(recorded_result.lr_boundaries) or None,  # () before recorded
             )
         except TabulaError as refused:  # a corrupt shard is named and never trained on
             differences.append(f"training refused its inputs: {refused}")

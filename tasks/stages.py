@@ -233,9 +233,11 @@ def train(
     tracking_uri: str | None,
     threads: int | None = None,
     model_dir: Path | None = None,
+    lr_boundaries: list[int] | None = None,
 ) -> Trained:
     """Continue training the latest network on the window; export ``iter-N/model`` (or
-    ``model_dir``: reproduction retrains into a scratch folder).
+    ``model_dir``: reproduction retrains into a scratch folder). lr_boundaries: the rate
+    schedule's drops in global steps (`tasks.train.train_stage`'s default when None).
 
     The window is checked against its recorded DVC hashes first (``verify_window``).
     """
@@ -260,6 +262,7 @@ def train(
         progress=False,
         model_id=layout.model_id(iteration),
         on_step=show,
+        lr_boundaries=lr_boundaries,
     )
     return Trained(result=result, seconds=time.perf_counter() - started, threads=threads)
 

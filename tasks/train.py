@@ -25,7 +25,7 @@ import logging
 import subprocess
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +39,7 @@ from pytorch_lightning.loggers import MLFlowLogger
 from model.datamodule import ShardDataModule
 from model.files import atomic_path, file_sha256
 from model.network import CheckpointError, load_checkpoint, save_checkpoint, weights_sha256
-from model.system import AlphaZeroSystem
+from model.system import AlphaZeroSystem, lr_at
 from tabula.config import Config
 from tabula.errors import TabulaError
 
@@ -58,6 +58,8 @@ class TrainResult:
 
     ``global_step`` counts optimizer steps of the whole run (the schedule's clock); the losses
     are means over the last logging window; ``samples_per_s`` is over the whole stage.
+    ``lr_boundaries``: the schedule's drops as this stage used them (global steps; empty in
+    records written before they were recorded); ``lr``: the rate of its last step.
     """
 
     model: Path
@@ -73,6 +75,8 @@ class TrainResult:
     samples_per_s: float
     positions: int
     games: int
+    lr_boundaries: tuple[int, ...] = ()
+    lr: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (paths as strings)."""
@@ -169,7 +173,7 @@ def _read_init(init: Path, cfg: Config) -> tuple[str, dict[str, Any]]:
 
 
 def _system(
-    cfg: Config, init: Path | None, seed: int, log_every: int
+    cfg: Config, init: Path | None, seed: int, log_every: int, lr_boundaries: list[int]
 ) -> tuple[AlphaZeroSystem, str | None, int]:
     """The LightningModule to fit, the ckpt path to resume (or None) and the max epochs."""
     kind, payload = _read_init(init, cfg) if init is not None else (None, {})
@@ -185,7 +189,7 @@ def _system(
         blocks=n.blocks,
         filters=n.filters,
         value_hidden=n.value_hidden,
-        lr_boundaries=list(t.lr_boundaries),
+        lr_boundaries=list(lr_boundaries),
         lr_values=list(t.lr_values),
         momentum=t.momentum,
         weight_decay=t.weight_decay,
@@ -291,6 +295,7 @@ def _lineage(
         "seed": seed,
         "steps": steps,
         "global_step": system.run_step,
+        "lr_boundaries": list(system.hparams["lr_boundaries"]),
         "losses": dict(system.final_losses),
         "config": cfg.model_dump(mode="json"),
         "code_commit": _git_commit(),
@@ -315,8 +320,13 @@ def train_stage(
     model_id: str | None = None,
     ckpt: Path | None = None,
     on_step: Callable[[int, int], None] | None = None,
+    lr_boundaries: Sequence[int] | None = None,
 ) -> TrainResult:
     """Train ``steps`` steps on the window of ``data`` (shard files/folders) from ``init``.
+
+    lr_boundaries: the global steps where the rate drops (default: the config's schedule for
+    a run of ``pipeline.iterations``, `tabula.config.TrainingConfig.boundaries_for`); the
+    pipeline passes those of the run it is running, reproduction the recorded ones.
 
     Writes the exported model to ``out`` and the Lightning checkpoint to ``ckpt`` (default:
     ``train.ckpt`` beside ``out``). Metrics go to MLflow run ``mlflow_run_id`` (or a new run)
@@ -337,7 +347,9 @@ def train_stage(
         dm.setup("fit")  # every shard validated before anything else happens
         # A stage shorter than the interval logs every `steps` steps: one point at least.
         log_every = min(LOG_EVERY_N_STEPS, steps)
-        system, resume, max_epochs = _system(cfg, init, seed, log_every)
+        if lr_boundaries is None:
+            lr_boundaries = t.boundaries_for(cfg.pipeline.iterations)
+        system, resume, max_epochs = _system(cfg, init, seed, log_every, list(lr_boundaries))
         logger = _logger(tracking_uri, mlflow_run_id)
         out.parent.mkdir(parents=True, exist_ok=True)
         ckpt.parent.mkdir(parents=True, exist_ok=True)
@@ -365,4 +377,6 @@ def train_stage(
         samples_per_s=steps * t.batch_size / seconds,
         positions=len(dm.window),
         games=dm.window.games,
+        lr_boundaries=tuple(int(b) for b in system.hparams["lr_boundaries"]),
+        lr=lr_at(system.run_step - 1, system.hparams["lr_boundaries"], t.lr_values),
     )

@@ -136,26 +136,43 @@ def _parse_override(raw: str) -> tuple[tuple[str, ...], Any]:
     return parts, value
 
 
+#: An override of the key implies the setting, unless an override sets that too: step
+#: boundaries mean the step schedule, fractions the run schedule.
+IMPLIED: dict[tuple[str, ...], tuple[tuple[str, ...], str]] = {
+    ("training", "lr_boundaries"): (("training", "lr_schedule"), "steps"),
+    ("training", "lr_fractions"): (("training", "lr_schedule"), "run"),
+}
+
+
 def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """Return a deep copy of `data` with each "section.key=VALUE" set, in order.
 
     VALUE is parsed as a YAML scalar or flow collection: "200", "null", "true", "[1, 2]".
     Keys are checked against the Config schema (not against `data`, which may be partial).
+    A key of ``IMPLIED`` also sets what it implies, unless another override sets that.
     """
     if isinstance(overrides, str):
         overrides = [overrides]
     out = copy.deepcopy(data)
-    for raw in overrides:
-        parts, value = _parse_override(raw)
-        node = out
-        for i, part in enumerate(parts[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                where = ".".join(parts[: i + 1])
-                raise ConfigError(f"override {raw!r}: {where} is not a mapping in the config")
-            node = child
-        node[parts[-1]] = value
+    parsed = [(raw, *_parse_override(raw)) for raw in overrides]
+    given = {parts for _, parts, _ in parsed}
+    for raw, parts, value in parsed:
+        _set(out, raw, parts, value)
+        implied = IMPLIED.get(parts)
+        if implied is not None and implied[0] not in given:
+            _set(out, raw, *implied)
     return out
+
+
+def _set(out: dict[str, Any], raw: str, parts: tuple[str, ...], value: Any) -> None:
+    node = out
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            where = ".".join(parts[: i + 1])
+            raise ConfigError(f"override {raw!r}: {where} is not a mapping in the config")
+        node = child
+    node[parts[-1]] = value
 
 
 # --- validation errors as one line ------------------------------------------------------------

@@ -182,12 +182,25 @@ class TrainingConfig(_Section):
 
     batch_size: int = Field(default=256, ge=1, description="Positions per step (paper 2048).")
     steps: int = Field(default=250, ge=1, description="Optimizer steps per iteration.")
+    lr_schedule: Literal["steps", "run"] = Field(
+        default="run",
+        description="steps: lr drops at the global steps lr_boundaries (the paper's fixed"
+        " 700k-step run). run (ours): at the fractions lr_fractions of the run's steps"
+        " (max(pipeline.iterations, the --iterations asked for) x steps), so a run extended"
+        " with --iterations stretches its schedule and keeps learning; each iteration records"
+        " the boundaries it used.",
+    )
     lr_boundaries: list[int] = Field(
         default=[1000, 1150],
-        description="Global steps where lr drops, increasing (paper 400k, 600k).",
+        description="lr_schedule steps: global steps where lr drops (paper 400k, 600k).",
+    )
+    lr_fractions: list[float] = Field(
+        default=[0.8, 0.92],
+        description="lr_schedule run: fractions of the run's steps where lr drops, increasing.",
     )
     lr_values: list[float] = Field(
-        default=[1e-2, 1e-3, 1e-4], description="lr per interval, len(lr_boundaries) + 1 values."
+        default=[1e-2, 1e-3, 1e-4],
+        description="lr per interval: one more than the drops of the schedule in use.",
     )
     momentum: float = Field(default=0.9, ge=0, lt=1, description="SGD momentum (paper 0.9).")
     weight_decay: float = Field(default=1e-4, ge=0, description="L2 weight c (paper 1e-4).")
@@ -215,17 +228,43 @@ class TrainingConfig(_Section):
             raise ValueError(f"must be strictly increasing (got {boundaries})")
         return boundaries
 
+    @model_validator(mode="before")
+    @classmethod
+    def _step_boundaries_given(cls, data: Any) -> Any:
+        """A config that gives lr_boundaries without lr_schedule (every run frozen before
+        lr_schedule existed) means them as global steps, as it ran."""
+        if isinstance(data, dict) and "lr_boundaries" in data and "lr_schedule" not in data:
+            data = {**data, "lr_schedule": "steps"}
+        return data
+
+    @field_validator("lr_fractions")
+    @classmethod
+    def _fractions(cls, fractions: list[float]) -> list[float]:
+        if any(not 0 < f < 1 for f in fractions):
+            raise ValueError(f"must be fractions of the run, in (0, 1) (got {fractions})")
+        if any(a >= b for a, b in zip(fractions, fractions[1:], strict=False)):
+            raise ValueError(f"must be strictly increasing (got {fractions})")
+        return fractions
+
     @field_validator("lr_values")
     @classmethod
     def _one_more_value(cls, values: list[float], info: ValidationInfo) -> list[float]:
         if any(v <= 0 for v in values):
             raise ValueError(f"must all be > 0 (got {values})")
-        boundaries = info.data.get("lr_boundaries")  # absent when it failed its own check
-        if boundaries is not None and len(values) != len(boundaries) + 1:
-            raise ValueError(
-                f"needs len(lr_boundaries) + 1 = {len(boundaries) + 1} values (got {len(values)})"
-            )
+        name = "lr_fractions" if info.data.get("lr_schedule") == "run" else "lr_boundaries"
+        drops = info.data.get(name)  # absent when it failed its own check
+        if drops is not None and len(values) != len(drops) + 1:
+            raise ValueError(f"needs len({name}) + 1 = {len(drops) + 1} values (got {len(values)})")
         return values
+
+    def boundaries_for(self, iterations: int) -> list[int]:
+        """The global steps where the rate drops in a run of ``iterations`` iterations."""
+        if self.lr_schedule == "steps":
+            return list(self.lr_boundaries)
+        total, out = iterations * self.steps, list[int]()
+        for f in self.lr_fractions:  # rounded, kept >= 1 and strictly increasing
+            out.append(max(round(f * total), out[-1] + 1 if out else 1))
+        return out
 
 
 class EvaluationConfig(_Section):

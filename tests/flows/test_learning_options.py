@@ -1,5 +1,5 @@
 """Issue 15's switches end to end on real Prefect, MLflow and DVC: the Gumbel search and
-gating off in a two-iteration run."""
+gating off in a two-iteration run; a run extended past its plan keeps a live rate schedule."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 
 from flows.pipeline import run_pipeline
+from flows.reproduce import reproduce
 from model.network import load_checkpoint
 from model.shards import read_shard, read_shard_info
 from tabula.config import load_config
+from tasks import tracking
 from tasks.layout import RunLayout
-from tasks.resume import champion
+from tasks.records import Stage, TrainRecord
+from tasks.resume import champion, finished
 from tests.conftest import TINY
 
 pytestmark = pytest.mark.slow
@@ -44,3 +47,26 @@ def test_gumbel_search_without_gating(prefect_server, project):
     pi = read_shard(shards[0]).pi
     np.testing.assert_allclose(pi.sum(axis=1), 1.0, rtol=1e-5)
     assert ((pi > 0).sum(axis=1) > cfg.search.simulations).any()  # pi', not 4 visits
+
+
+def test_an_extended_run_stretches_its_rate_schedule_and_reproduces(prefect_server, project):
+    """lr_schedule run: a 2-iteration run drops the rate at 90% of its 8 steps; extended to 4
+    iterations, the drop moves to 90% of 16 steps, so iteration 3 trains at the full rate
+    again. Each iteration records what it used, and reproduction follows the record."""
+    cfg = load_config(None, [*TINY, "training.lr_fractions=[0.9]", "pipeline.iterations=2",
+                             "pipeline.name=stretch"])  # fmt: skip
+    assert cfg.training.lr_schedule == "run"
+    run_pipeline(cfg, project, iterations=2)
+    run_pipeline(cfg, project, iterations=4)
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+    used = {}
+    for i in (1, 2, 3, 4):
+        record = finished(layout, i, Stage.TRAIN, TrainRecord)
+        assert record is not None
+        used[i] = (record.trained.result.lr_boundaries, record.trained.result.lr)
+    assert used == {1: ((7,), 0.01), 2: ((7,), 0.001), 3: ((14,), 0.01), 4: ((14,), 0.001)}
+
+    uri = tracking.resolve_uri(cfg.pipeline.mlflow_tracking_uri, project)
+    remote = str(project / cfg.pipeline.dvc_remote)
+    result = reproduce("3", str(project), cfg.pipeline.name, uri, remote)
+    assert result.match, (result.differences, result.recorded_sha256, result.rebuilt_sha256)
