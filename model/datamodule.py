@@ -86,8 +86,11 @@ def bytes_per_position(board_size: int) -> int:
 class PositionWindow:
     """The positions of the window, planes still bit-packed.
 
-    ``packed: uint8[P, ceil(17*M/8)]``, ``pi: float32[P, M+1]``, ``z: float32[P]`` (+1/-1/0 from
-    the side to move). ``shards`` lists every validated shard, ``used`` those with rows in it.
+    ``packed: uint8[P, ceil(17*M/8)]``, ``pi: float32[P, M+1]``, ``z: float32[P]``, the value
+    target from the side to move (the result +1/-1/0, or with ``value_target_mix`` lambda,
+    (1 - lambda) z + lambda root_value), ``full: bool[P]`` (pi is a policy target: the move had
+    the full search; `model.shards`). ``shards`` lists every validated shard, ``used`` those
+    with rows in it.
     """
 
     board_size: int
@@ -99,14 +102,14 @@ class PositionWindow:
     games: int
     iterations: tuple[int, ...]
     dropped_games: int = 0
+    full: np.ndarray | None = None  # None: every row (the batch then carries no mask)
 
     def __len__(self) -> int:
         return int(self.z.shape[0])
 
-    def batch(
-        self, rows: np.ndarray, syms: np.ndarray | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` for ``rows``.
+    def batch(self, rows: np.ndarray, syms: np.ndarray | None = None) -> tuple[torch.Tensor, ...]:
+        """``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` for ``rows``, and
+        ``full bool[B]`` after them when some rows of the window are not policy targets.
 
         With ``syms`` (int[B] in 0..7) row b is returned under transform ``syms[b]``: planes and
         pi are gathered with ``symmetry_permutations(N)[syms[b]]`` (pass entry unchanged).
@@ -120,11 +123,12 @@ class PositionWindow:
             planes = np.empty_like(bits)
             pi = np.empty((B, M + 1), dtype=np.float32)
             _gather_symmetries(bits, self.pi, rows, syms, symmetry_permutations(N), planes, pi)
-        return (
+        out = (
             torch.from_numpy(planes.reshape(B, NUM_PLANES, N, N)),
             torch.from_numpy(pi),
             torch.from_numpy(self.z[rows]),
         )
+        return out if self.full is None else (*out, torch.from_numpy(self.full[rows]))
 
 
 @njit(cache=True, nogil=True)
@@ -211,13 +215,16 @@ def _bound_memory(
 
 def _read_rows(
     files: list[Path], rows: list[np.ndarray], board_size: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(packed, pi, z) of the selected ``rows`` (a bool mask per file), in file order."""
+) -> tuple[np.ndarray, ...]:
+    """(packed, pi, z, full, root_value) of the selected ``rows`` (a bool mask per file), in
+    file order."""
     total = int(sum(r.sum() for r in rows))
     M = board_size * board_size
     packed = np.empty((total, packed_width(board_size)), dtype=np.uint8)
     pi = np.empty((total, M + 1), dtype=np.float32)
     z = np.empty(total, dtype=np.float32)
+    full = np.empty(total, dtype=bool)
+    root_value = np.empty(total, dtype=np.float32)
     at = 0
     for f, r in zip(files, rows, strict=True):
         if not r.any():
@@ -229,8 +236,10 @@ def _read_rows(
         packed[at : at + n] = shard.packed_planes[r]
         pi[at : at + n] = shard.pi[r]
         z[at : at + n] = shard.z[r]
+        full[at : at + n] = shard.full_search[r]
+        root_value[at : at + n] = shard.root_value[r]
         at += n
-    return packed, pi, z
+    return packed, pi, z, full, root_value
 
 
 def load_window(
@@ -240,8 +249,10 @@ def load_window(
     window_games: int | None = None,
     window_iterations: int | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    value_target_mix: float = 0.0,
 ) -> PositionWindow:
     """Validate every shard under ``paths``, then load the window (module docstring) packed.
+    value_target_mix: lambda of the value target (1 - lambda) z + lambda root_value.
 
     Raises ``ShardError`` naming the first bad shard (nothing is loaded before all pass) and
     ``DataWindowError`` when there is nothing to train on.
@@ -261,7 +272,9 @@ def load_window(
     rows = [m[inv] for (_, _, inv), m in zip(games, masks, strict=True)]
     if not any(r.any() for r in rows):
         raise DataWindowError(f"the data window holds no positions ({len(files)} shards)")
-    packed, pi, z = _read_rows(files, rows, board_size)
+    packed, pi, z, full, root_value = _read_rows(files, rows, board_size)
+    if value_target_mix > 0:
+        z = ((1.0 - value_target_mix) * z + value_target_mix * root_value).astype(np.float32)
     kept = [(f, g[0][m]) for f, g, m in zip(files, games, masks, strict=True) if m.any()]
     return PositionWindow(
         board_size=board_size,
@@ -273,6 +286,7 @@ def load_window(
         games=int(sum(m.sum() for m in masks)),
         iterations=tuple(sorted({int(i) for _, its in kept for i in its})),
         dropped_games=dropped,
+        full=None if full.all() else full,
     )
 
 
@@ -344,7 +358,8 @@ class ShardDataModule(pl.LightningDataModule):
     """The training window of a list of shards, as ``steps`` batches of ``batch_size``.
 
     ``setup`` validates every shard and loads the window (once; later calls reuse it).
-    Batches: ``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])``.
+    Batches: ``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` and, when some
+    positions are not policy targets, ``full bool[B]`` (`PositionWindow.batch`).
     """
 
     def __init__(
@@ -360,6 +375,7 @@ class ShardDataModule(pl.LightningDataModule):
         augment: bool = True,
         num_workers: int = 0,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        value_target_mix: float = 0.0,
     ) -> None:
         super().__init__()
         self.shards = [Path(s) for s in shards]
@@ -367,6 +383,7 @@ class ShardDataModule(pl.LightningDataModule):
         self.batch_size, self.steps, self.seed = batch_size, steps, seed
         self.window_games, self.window_iterations = window_games, window_iterations
         self.augment, self.num_workers, self.max_bytes = augment, num_workers, max_bytes
+        self.value_target_mix = value_target_mix
         self.window: PositionWindow | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -377,6 +394,7 @@ class ShardDataModule(pl.LightningDataModule):
                 window_games=self.window_games,
                 window_iterations=self.window_iterations,
                 max_bytes=self.max_bytes,
+                value_target_mix=self.value_target_mix,
             )
 
     def train_dataloader(self) -> DataLoader:

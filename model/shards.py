@@ -14,7 +14,14 @@ move_number        int32                           0 for the first move of the g
 iteration          int32                           pipeline iteration that produced the game
 model_id           string                          the checkpoint that played (best player)
 resign_disabled    bool                            the game was played with resignation off
+full_search        bool                            v2: a full search chose this move, so pi is a
+                                                   policy target (playout-cap randomisation)
+root_value         float32                         v2: the search's root value, side to move
 =================  ==============================  =============================================
+
+Schema version 1 (before issue 15) lacks the last two columns; its shards still load, every row
+a full search and its root value taken as z (so mixing it into the value target changes
+nothing).
 
 The file's schema metadata holds ``tabula.schema_version`` (``SCHEMA_VERSION``),
 ``tabula.board_size`` and ``tabula.metadata`` (the writer's JSON dict; self-play's says which
@@ -41,7 +48,9 @@ from model.files import atomic_file, checksum_matches, checksum_path, write_chec
 from tabula.errors import TabulaError, first_line
 from tabula.features import NUM_PLANES
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Versions this code reads, and the columns each lacks (`_Columns` fills them in).
+READABLE = {1: ("full_search", "root_value"), 2: ()}
 _KEY_VERSION, _KEY_SIZE, _KEY_META = (
     b"tabula.schema_version",
     b"tabula.board_size",
@@ -57,6 +66,8 @@ _COLUMN_DTYPES = {  # numpy dtype of each non-plane column
     "iteration": np.int32,
     "model_id": np.str_,
     "resign_disabled": np.bool_,
+    "full_search": np.bool_,
+    "root_value": np.float32,
 }
 
 
@@ -71,7 +82,8 @@ class _Columns:
 
     pi: float32[R, M+1]; z: float32[R] in {-1, 0, +1} from the side to move; to_play: int8[R]
     (+1 black, -1 white); game_id, model_id: str[R]; move_number, iteration: int32[R];
-    resign_disabled: bool[R]. Arrays read from a file may be read-only views of its buffers.
+    resign_disabled: bool[R]; full_search: bool[R] (default: all True); root_value:
+    float32[R] (default: z). Arrays read from a file may be read-only views of its buffers.
     """
 
     pi: np.ndarray
@@ -82,6 +94,14 @@ class _Columns:
     iteration: np.ndarray
     model_id: np.ndarray
     resign_disabled: np.ndarray
+    full_search: np.ndarray = None  # type: ignore[assignment]  # filled in by __post_init__
+    root_value: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.full_search is None:
+            object.__setattr__(self, "full_search", np.ones(len(self.z), dtype=bool))
+        if self.root_value is None:
+            object.__setattr__(self, "root_value", np.asarray(self.z, dtype=np.float32).copy())
 
     def __len__(self) -> int:
         return int(self.z.shape[0])
@@ -138,29 +158,33 @@ class ShardInfo:
     metadata: dict[str, Any]
 
 
-def shard_schema(board_size: int, metadata: dict[str, Any] | None = None) -> pa.Schema:
-    """The Arrow schema of a shard for an N x N board (see the module table)."""
+def shard_schema(
+    board_size: int, metadata: dict[str, Any] | None = None, version: int = SCHEMA_VERSION
+) -> pa.Schema:
+    """The Arrow schema of a shard for an N x N board (see the module table), as ``version``
+    wrote it."""
     m = board_size * board_size
-    schema = pa.schema(
-        [
-            pa.field("planes", pa.binary(packed_width(board_size)), nullable=False),
-            pa.field(
-                "pi",
-                pa.list_(pa.field("item", pa.float32(), nullable=False), m + 1),
-                nullable=False,
-            ),
-            pa.field("z", pa.float32(), nullable=False),
-            pa.field("to_play", pa.int8(), nullable=False),
-            pa.field("game_id", pa.string(), nullable=False),
-            pa.field("move_number", pa.int32(), nullable=False),
-            pa.field("iteration", pa.int32(), nullable=False),
-            pa.field("model_id", pa.string(), nullable=False),
-            pa.field("resign_disabled", pa.bool_(), nullable=False),
-        ]
-    )
+    columns = [
+        pa.field("planes", pa.binary(packed_width(board_size)), nullable=False),
+        pa.field(
+            "pi",
+            pa.list_(pa.field("item", pa.float32(), nullable=False), m + 1),
+            nullable=False,
+        ),
+        pa.field("z", pa.float32(), nullable=False),
+        pa.field("to_play", pa.int8(), nullable=False),
+        pa.field("game_id", pa.string(), nullable=False),
+        pa.field("move_number", pa.int32(), nullable=False),
+        pa.field("iteration", pa.int32(), nullable=False),
+        pa.field("model_id", pa.string(), nullable=False),
+        pa.field("resign_disabled", pa.bool_(), nullable=False),
+        pa.field("full_search", pa.bool_(), nullable=False),
+        pa.field("root_value", pa.float32(), nullable=False),
+    ]
+    schema = pa.schema([c for c in columns if c.name not in READABLE[version]])
     return schema.with_metadata(
         {
-            _KEY_VERSION: str(SCHEMA_VERSION).encode(),
+            _KEY_VERSION: str(version).encode(),
             _KEY_SIZE: str(board_size).encode(),
             _KEY_META: json.dumps(metadata or {}, sort_keys=True).encode(),
         }
@@ -229,6 +253,8 @@ def _check_values(planes: np.ndarray, cols: _Columns, where: str) -> None:
         raise bad("every pi row must sum to 1")
     if (cols.move_number < 0).any() or (cols.iteration < 0).any():
         raise bad("move_number and iteration must be >= 0")
+    if not np.isfinite(cols.root_value).all() or (np.abs(cols.root_value) > 1).any():
+        raise bad("root_value must be in [-1, 1]")
 
 
 def write_shard(
@@ -292,15 +318,14 @@ def _open(path: Path, verify_pages: bool = False) -> tuple[pq.ParquetFile, Shard
         user = json.loads(meta.get(_KEY_META, b"{}"))
     except ValueError as e:
         raise ShardError(f"{path}: unreadable tabula schema metadata ({first_line(e)})") from None
-    if version != SCHEMA_VERSION:
-        raise ShardError(
-            f"{path}: shard schema_version {version}, this code reads {SCHEMA_VERSION}"
-        )
-    expected = shard_schema(size)
+    if version not in READABLE:
+        readable = ", ".join(str(v) for v in READABLE)
+        raise ShardError(f"{path}: shard schema_version {version}, this code reads {readable}")
+    expected = shard_schema(size, version=version)
     if not schema.remove_metadata().equals(expected.remove_metadata()):
         raise ShardError(
             f"{path}: columns do not match the {size}x{size} shard schema v"
-            f"{SCHEMA_VERSION} (got {', '.join(schema.names)})"
+            f"{version} (got {', '.join(schema.names)})"
         )
     md = pf.metadata
     info = ShardInfo(path, version, size, md.num_rows, md.num_row_groups, user)

@@ -60,15 +60,23 @@ def alphago_zero_loss(
     z: torch.Tensor,
     params: Sequence[torch.Tensor],
     c: float,
+    full: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The paper's three loss terms: ``(value_loss, policy_loss, l2)`` as fp32 scalars.
 
     ``logits: [B, M+1]`` unnormalised, ``value: [B]`` in [-1, 1], ``pi: [B, M+1]`` search
     probabilities, ``z: [B]`` game outcome from the side to move; ``l2 = c * sum ||w||^2`` over
-    ``params``. The total loss is their plain sum (equal weights, paper eq. 1).
+    ``params``. The total loss is their plain sum (equal weights, paper eq. 1). ``full: [B]``
+    bool: only those rows are policy targets (playout caps; KataGo): the policy loss is their
+    mean (0 when none), the value loss still every row's.
     """
     value_loss = F.mse_loss(value.float(), z.float())
-    policy_loss = -(pi.float() * F.log_softmax(logits.float(), dim=1)).sum(dim=1).mean()
+    cross = -(pi.float() * F.log_softmax(logits.float(), dim=1)).sum(dim=1)
+    if full is None:
+        policy_loss = cross.mean()
+    else:
+        weight = full.float()
+        policy_loss = (cross * weight).sum() / weight.sum().clamp(min=1.0)
     # One fused kernel for all squared norms; stays fp32 under autocast (parameters are fp32).
     sq = torch.stack(torch._foreach_norm(list(params))).pow(2).sum()
     return value_loss, policy_loss, c * sq
@@ -142,13 +150,14 @@ class AlphaZeroSystem(pl.LightningModule):
             group["lr"] = lr
 
     def training_step(self, batch: Sequence[torch.Tensor], batch_idx: int) -> torch.Tensor:
-        planes, pi, z = batch
+        planes, pi, z, *rest = batch
+        full = rest[0] if rest else None
         x = planes.float()
         if self.hparams["channels_last"]:
             x = x.contiguous(memory_format=torch.channels_last)
         logits, value = self.net(x)
         terms = alphago_zero_loss(
-            logits, value, pi, z, list(self.net.parameters()), self.hparams["weight_decay"]
+            logits, value, pi, z, list(self.net.parameters()), self.hparams["weight_decay"], full
         )
         loss = terms[0] + terms[1] + terms[2]
         self._sums += torch.stack(terms).detach()

@@ -43,7 +43,10 @@ class SelfPlayParams:
     """Everything the loop needs (the config's rules, search and selfplay sections, resolved).
 
     temperature_moves: moves played at tau = 1; v_resign: None never resigns;
-    batch_size: the most positions per network call.
+    batch_size: the most positions per network call; full_search_fraction, fast_simulations:
+    playout-cap randomisation (Wu 2019): each move is a full search with that probability
+    (drawn from the game's generator), else a search of ``fast_simulations`` whose pi is not
+    a policy target (``GameRecord.full_search``). 1.0 (the default) draws nothing.
     """
 
     board_size: int
@@ -54,6 +57,8 @@ class SelfPlayParams:
     resign_disabled_fraction: float
     concurrent_games: int
     batch_size: int
+    full_search_fraction: float = 1.0
+    fast_simulations: int = 1
 
     @classmethod
     def from_config(cls, cfg: Config, v_resign: float | None | str = "config") -> SelfPlayParams:
@@ -68,6 +73,8 @@ class SelfPlayParams:
             resign_disabled_fraction=sp.resign_disabled_fraction,
             concurrent_games=sp.concurrent_games,
             batch_size=sp.batch_size,
+            full_search_fraction=sp.full_search_fraction,
+            fast_simulations=sp.fast_simulations_for(cfg.search.simulations),
         )
 
 
@@ -80,7 +87,8 @@ class GameRecord:
     whatever tau chose, or the Gumbel search's pi');
     root_values / best_child_values: float32[T], from the side to move; winner: +1 black,
     -1 white, 0 jigo; score: Tromp-Taylor black - white - komi (None if resigned);
-    resigned: 0, or the colour that resigned; resign_disabled: resignation was off.
+    resigned: 0, or the colour that resigned; resign_disabled: resignation was off;
+    full_search: bool[T], the move had the full search, so pi is a policy target (playout caps).
     """
 
     index: int
@@ -95,6 +103,7 @@ class GameRecord:
     score: float | None
     resigned: int
     resign_disabled: bool
+    full_search: np.ndarray
 
     @property
     def length(self) -> int:
@@ -152,6 +161,8 @@ class _Slot:
     pi: list[np.ndarray] = field(default_factory=list)
     root_values: list[float] = field(default_factory=list)
     best_values: list[float] = field(default_factory=list)
+    full_search: list[bool] = field(default_factory=list)
+    searching_full: bool = True  # the search under way is a full one
 
 
 class _Loop:
@@ -177,7 +188,21 @@ class _Loop:
         disabled = bool(rng.random() < self.params.resign_disabled_fraction)
         self.slots[s] = _Slot(i, rng, disabled)
         self.mcts.reset(s, rng)
-        self.mcts.start([s])
+        self._start_searches(np.array([s], dtype=np.int64))
+
+    def _start_searches(self, slots: np.ndarray) -> None:
+        """Start each slot's next search: full, or fast with playout caps (`SelfPlayParams`)."""
+        p = self.params
+        if p.full_search_fraction >= 1.0:
+            self.mcts.start(slots)
+            return
+        full = np.array(
+            [self._game(s).rng.random() < p.full_search_fraction for s in slots], dtype=bool
+        )
+        for s, f in zip(slots, full, strict=True):
+            self._game(s).searching_full = bool(f)
+        self.mcts.start(slots[full])
+        self.mcts.start(slots[~full], p.fast_simulations)
 
     def live(self, slots: np.ndarray) -> np.ndarray:
         return np.array([s for s in slots if self.slots[s] is not None], dtype=np.int64)
@@ -217,7 +242,7 @@ class _Loop:
             move[moving], pi[moving] = decided.move, decided.policy
         mcts.play_many(movers, move[moving])
         ended = moving & mcts.games(done).over
-        mcts.start(done[moving & ~ended])
+        self._start_searches(done[moving & ~ended])
         for i, s in enumerate(done.tolist()):
             game, color = self._game(s), int(colors[i])
             if resigns[i]:
@@ -228,6 +253,7 @@ class _Loop:
                 game.pi.append(pi[i])
                 game.root_values.append(float(roots.value[i]))
                 game.best_values.append(float(roots.best_value[i]))
+                game.full_search.append(game.searching_full)
                 self.stats.positions += 1
                 if not ended[i]:
                     continue
@@ -261,6 +287,7 @@ class _Loop:
             score=score,
             resigned=resigned,
             resign_disabled=game.resign_disabled,
+            full_search=np.asarray(game.full_search, dtype=bool),
         )
 
 

@@ -214,6 +214,8 @@ class _Writer:
             iteration=np.full(T, self.iteration, dtype=np.int32),
             model_id=np.full(T, self.model_id),
             resign_disabled=np.full(T, r.resign_disabled),
+            full_search=r.full_search,
+            root_value=r.root_values,
         )
 
     def flush(self) -> None:

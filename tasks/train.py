@@ -342,7 +342,8 @@ def train_stage(
     t = cfg.training
     dm = ShardDataModule(data, cfg.rules.board_size, t.batch_size, steps, seed,
                          window_games=t.window_games, window_iterations=t.window_iterations,
-                         num_workers=t.num_workers)  # fmt: skip
+                         num_workers=t.num_workers,
+                         value_target_mix=t.value_target_mix)  # fmt: skip
     with _quiet_and_deterministic():
         dm.setup("fit")  # every shard validated before anything else happens
         # A stage shorter than the interval logs every `steps` steps: one point at least.

@@ -252,7 +252,7 @@ def test_several_errors_report_the_first_and_count_the_rest() -> None:
 
 BAD_OVERRIDES = {
     "no equals sign": ("search.simulations", "expected KEY=VALUE"),
-    "unknown key": ("search.simulatons=3", "unknown key search.simulatons (allowed: algorithm, simulations,"),
+    "unknown key": ("search.simulatons=3", "search.simulatons (allowed: algorithm, simulations,"),
     "unknown section": ("serch.simulations=3", "unknown key serch (allowed: rules,"),
     "below a value": ("search.simulations.x=3", "search.simulations is a value, not a section"),
     "empty key part": ("search..simulations=3", "empty key part"),
@@ -357,7 +357,9 @@ def test_random_valid_configs_round_trip(
     data = Config().model_dump()
     data["rules"].update(board_size=N, komi=komi)
     data["search"].update(simulations=sims, dirichlet_alpha=alpha)
-    data["training"].update(lr_boundaries=boundaries, lr_values=[lr] * (len(boundaries) + 1))
+    data["training"].update(
+        lr_schedule="steps", lr_boundaries=boundaries, lr_values=[lr] * (len(boundaries) + 1)
+    )
     data["selfplay"]["v_resign"] = v_resign
     data["evaluation"]["anchors"] = anchors
     cfg = Config.model_validate(data)

@@ -169,6 +169,24 @@ class SelfPlayConfig(_Section):
     )
     sgf_sample: int = Field(default=4, ge=0, description="Games per worker also written as SGF.")
     batch_size: int = Field(default=256, ge=1, description="Max positions per network call.")
+    full_search_fraction: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Playout-cap randomisation (Wu 2019, KataGo; 0.25 there): the share of moves"
+        " searched with search.simulations and recorded as policy targets; the others get"
+        " fast_simulations, are played, and train the value only. 1: every move (the paper).",
+    )
+    fast_simulations: int | None = Field(
+        default=None,
+        ge=1,
+        description="Playout caps: simulations of a fast search; None = search.simulations // 4"
+        " (KataGo: 100 against 600).",
+    )
+
+    def fast_simulations_for(self, simulations: int) -> int:
+        """The fast search's simulations (playout caps) when the full search has ``simulations``."""
+        return self.fast_simulations or max(1, simulations // 4)
 
     def temperature_moves_for(self, N: int) -> int:
         """Moves at tau = 1 on an N x N board: the set value, else round(30 * N**2 / 361)."""
@@ -209,6 +227,13 @@ class TrainingConfig(_Section):
     )
     window_iterations: int | None = Field(
         default=None, ge=1, description="Also only the last K iterations' games; None = no cap."
+    )
+    value_target_mix: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="lambda of the value target (1 - lambda) z + lambda v_root: the game result"
+        " mixed with the search's root value (0: z alone, the paper).",
     )
     bf16: bool = Field(default=False, description="Mixed precision with bfloat16 autocast.")
     deterministic: bool = Field(

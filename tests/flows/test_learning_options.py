@@ -23,8 +23,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_gumbel_search_without_gating(prefect_server, project):
+    """With playout caps and the root value mixed into the value target too."""
     cfg = load_config(None, [*TINY, "search.algorithm=gumbel", "search.gumbel_m=4",
-                             "evaluation.gating=false", "pipeline.name=gumbel"])  # fmt: skip
+                             "evaluation.gating=false", "selfplay.full_search_fraction=0.5",
+                             "training.value_target_mix=0.5", "pipeline.name=gumbel"])  # fmt: skip
     rows = run_pipeline(cfg, project, iterations=2)
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
 
@@ -44,9 +46,14 @@ def test_gumbel_search_without_gating(prefect_server, project):
     _, metadata = load_checkpoint(layout.model(1))
     assert info.metadata["model_id"] == metadata["model_id"]
     assert info.metadata["policy_target"] == "gumbel-improved-policy"
-    pi = read_shard(shards[0]).pi
+    rows = [read_shard(s) for s in shards]
+    pi = np.concatenate([r.pi for r in rows])
     np.testing.assert_allclose(pi.sum(axis=1), 1.0, rtol=1e-5)
     assert ((pi > 0).sum(axis=1) > cfg.search.simulations).any()  # pi', not 4 visits
+    full = np.concatenate([r.full_search for r in rows])
+    assert full.any() and not full.all()  # playout caps: some moves had the fast search
+    root = np.concatenate([r.root_value for r in rows])
+    assert (np.abs(root) <= 1).all() and (root != np.concatenate([r.z for r in rows])).any()
 
 
 def test_an_extended_run_stretches_its_rate_schedule_and_reproduces(prefect_server, project):

@@ -181,3 +181,24 @@ def test_datamodule_yields_steps_batches_same_for_any_worker_count(tmp_path: Pat
     assert planes.shape == (32, 17, 9, 9) and pi.shape == (32, 82) and z.shape == (32,)
     for x, y in zip(batches[0], batches[1], strict=True):
         assert all(torch.equal(u, v) for u, v in zip(x, y, strict=True))
+
+
+def test_value_target_mix_and_the_policy_target_mask(tmp_path: Path) -> None:
+    """lambda mixes the root value into z; rows without a full search come with a mask."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(7)
+    records = synthetic_records(5, games=4, moves=6, seed=7)
+    full = rng.random(len(records)) < 0.5
+    root = rng.uniform(-1, 1, len(records)).astype(np.float32)
+    write_shard(tmp_path / "a.parquet", replace(records, full_search=full, root_value=root))
+    plain = load_window([tmp_path], 5)
+    assert (plain.z == records.z).all() and (plain.full == full).all()
+    mixed = load_window([tmp_path], 5, value_target_mix=0.25)
+    np.testing.assert_allclose(mixed.z, 0.75 * records.z + 0.25 * root, rtol=1e-6)
+    rows = np.arange(8)
+    *_, mask = mixed.batch(rows)
+    assert (mask.numpy() == full[rows]).all()
+    write_shard(tmp_path / "a.parquet", records)  # every row a full search: no mask
+    assert load_window([tmp_path], 5).full is None and len(plain.batch(rows)) == 4
+    assert len(load_window([tmp_path], 5).batch(rows)) == 3

@@ -67,7 +67,7 @@ def test_file_layout(tmp_path: Path, records: ShardRecords) -> None:
     path = write_shard(tmp_path / "a.parquet", records)
     pf = pq.ParquetFile(path)
     assert pf.schema_arrow.remove_metadata().equals(shard_schema(9).remove_metadata())
-    assert pf.schema_arrow.metadata[b"tabula.schema_version"] == b"1"
+    assert pf.schema_arrow.metadata[b"tabula.schema_version"] == b"2"
     assert pf.schema_arrow.metadata[b"tabula.board_size"] == b"9"
     assert pf.metadata.row_group(0).column(0).compression == "ZSTD"
     assert pf.schema_arrow.field("planes").type == pa.binary(packed_width(9))
@@ -157,8 +157,8 @@ def test_other_version_columns_and_board_size_refused(
     table = pq.read_table(path)
     meta = dict(table.schema.metadata)
     newer = tmp_path / "newer.parquet"
-    pq.write_table(table.replace_schema_metadata({**meta, b"tabula.schema_version": b"2"}), newer)
-    assert "schema_version 2" in refusal(read_shard, newer)
+    pq.write_table(table.replace_schema_metadata({**meta, b"tabula.schema_version": b"3"}), newer)
+    assert "schema_version 3, this code reads 1, 2" in refusal(read_shard, newer)
     fewer = tmp_path / "fewer.parquet"
     pq.write_table(table.drop_columns(["model_id"]).replace_schema_metadata(meta), fewer)
     assert "columns do not match" in refusal(read_shard, fewer)
@@ -199,3 +199,37 @@ def test_any_flipped_byte_is_refused_with_the_file_name(
     path.write_bytes(bytes(data))
     with pytest.raises(ShardError, match="flip.parquet"):
         validate_shard(path)
+
+
+def test_version_1_shards_still_load(tmp_path: Path, records: ShardRecords) -> None:
+    """Shards written before playout caps and root values (schema v1) load as full searches
+    whose root value is z, and validate."""
+    path = write_shard(tmp_path / "a.parquet", records)
+    table = pq.read_table(path)
+    meta = {**table.schema.metadata, b"tabula.schema_version": b"1"}
+    old = tmp_path / "old.parquet"
+    pq.write_table(table.drop_columns(["full_search", "root_value"]).replace_schema_metadata(meta),
+                   old)  # fmt: skip
+    (old.parent / (old.name + ".sha256")).unlink(missing_ok=True)
+    back = read_shard(old)
+    assert read_shard_info(old).schema_version == 1
+    assert back.full_search.all() and (back.root_value == back.z).all()
+    assert (back.pi == records.pi).all()
+    wrong = tmp_path / "wrong.parquet"  # a v2 shard claiming v1 still has v2's columns
+    pq.write_table(table.replace_schema_metadata(meta), wrong)
+    assert "columns do not match the 9x9 shard schema v1" in refusal(read_shard, wrong)
+
+
+def test_playout_cap_columns_round_trip(tmp_path: Path, records: ShardRecords) -> None:
+    rng = np.random.default_rng(3)
+    capped = replace(
+        records,
+        full_search=rng.random(len(records)) < 0.3,
+        root_value=rng.uniform(-1, 1, len(records)).astype(np.float32),
+    )
+    back = read_shard(write_shard(tmp_path / "a.parquet", capped))
+    assert (back.full_search == capped.full_search).all()
+    assert (back.root_value == capped.root_value).all()
+    bad = replace(capped, root_value=np.full(len(records), 1.5, dtype=np.float32))
+    assert "root_value must be in [-1, 1]" in refusal(write_shard, tmp_path / "b.parquet",
+                                                      records=bad)  # fmt: skip

@@ -224,3 +224,20 @@ def test_logs_losses_lr_grad_norm_and_throughput() -> None:
     } <= keys
     steps = sorted({r["step"] for r in Keep.rows if "loss" in r})
     assert steps == [4, 9]
+
+
+def test_policy_loss_counts_only_full_search_rows() -> None:
+    """Playout caps: the policy loss is the mean over the rows that are policy targets, the
+    value loss every row's; a batch with none gives a zero policy loss."""
+    g = torch.Generator().manual_seed(0)
+    logits, value = torch.randn(6, 10, generator=g), torch.rand(6, generator=g) * 2 - 1
+    pi = torch.softmax(torch.randn(6, 10, generator=g), 1)
+    z = torch.tensor([1.0, -1, 1, -1, 1, -1])
+    full = torch.tensor([True, False, True, False, False, True])
+    w = [torch.ones(3)]
+    v, p, _ = alphago_zero_loss(logits, value, pi, z, w, 0.0, full)
+    v_all, _, _ = alphago_zero_loss(logits, value, pi, z, w, 0.0)
+    _, p_sub, _ = alphago_zero_loss(logits[full], value[full], pi[full], z[full], w, 0.0)
+    assert torch.allclose(v, v_all) and torch.allclose(p, p_sub)
+    none = torch.zeros(6, dtype=torch.bool)
+    assert alphago_zero_loss(logits, value, pi, z, w, 0.0, none)[1] == 0

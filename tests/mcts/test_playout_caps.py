@@ -1,0 +1,83 @@
+"""Playout-cap randomisation in the self-play loop (Wu 2019, KataGo): a share of moves get the
+full search and are policy targets, the rest a fast search; drawn per game, so still
+deterministic whatever else runs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tabula.config import load_config
+from tabula.mcts import SearchParams
+from tabula.selfplay import GameRecord, SelfPlayParams, play_games
+from tests.helpers.mcts import hashed
+
+
+def params(algorithm: str = "puct", **changes: object) -> SelfPlayParams:
+    base = SelfPlayParams(
+        board_size=5,
+        komi=0.5,
+        search=SearchParams(
+            algorithm=algorithm, simulations=16, leaves_per_game=2, dirichlet_alpha=0.3, gumbel_m=4
+        ),  # fmt: skip
+        temperature_moves=4,
+        v_resign=-0.9,
+        resign_disabled_fraction=0.5,
+        concurrent_games=4,
+        batch_size=7,
+        full_search_fraction=0.3,
+        fast_simulations=3,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def play(p: SelfPlayParams, n: int, seed: int = 0, **kw: object) -> list[GameRecord]:
+    return sorted(play_games(hashed, p, n, np.random.default_rng(seed), **kw),
+                  key=lambda r: r.index)  # fmt: skip
+
+
+@pytest.mark.parametrize("algorithm", ["puct", "gumbel"])
+def test_a_share_of_moves_get_the_full_search(algorithm: str) -> None:
+    records = play(params(algorithm), 8)
+    full = np.concatenate([r.full_search for r in records])
+    assert len(full) > 100 and 0.15 < full.mean() < 0.45  # about 0.3
+    if algorithm == "gumbel":  # a fresh count every search: 16 visits, or 3
+        for r in records:
+            assert len(r.full_search) == r.length
+    everything = play(params(algorithm, full_search_fraction=1.0), 3)
+    assert all(r.full_search.all() for r in everything)
+
+
+def test_fast_searches_spend_fewer_simulations() -> None:
+    """The same games' simulation count falls with the share of full searches."""
+    from tabula.selfplay import SelfPlayStats
+
+    spent = {}
+    for fraction in (1.0, 0.3):
+        stats = SelfPlayStats()
+        p = params("gumbel", full_search_fraction=fraction)
+        records = list(play_games(hashed, p, 6, np.random.default_rng(0), stats=stats))
+        spent[fraction] = stats.simulations / sum(r.length for r in records)
+    assert spent[1.0] == pytest.approx(16, abs=0.5)  # every move 16 simulations (fresh roots)
+    assert spent[0.3] == pytest.approx(0.3 * 16 + 0.7 * 3, abs=1.5)
+
+
+@pytest.mark.parametrize("changes", [{"concurrent_games": 1}, {"concurrent_games": 7},
+                                     {"batch_size": 3}])  # fmt: skip
+def test_capped_games_do_not_depend_on_the_others(changes: dict[str, int]) -> None:
+    reference = play(params(), 6)
+    for overlap in (False, True):
+        other = play(params(**changes), 6, overlap=overlap)
+        for a, b in zip(reference, other, strict=True):
+            assert (a.moves == b.moves).all() and (a.pi == b.pi).all()
+            assert (a.full_search == b.full_search).all()
+
+
+def test_params_from_config() -> None:
+    cfg = load_config(None, ["selfplay.full_search_fraction=0.25", "search.simulations=24"])
+    p = SelfPlayParams.from_config(cfg)
+    assert (p.full_search_fraction, p.fast_simulations) == (0.25, 6)
+    cfg = load_config(None, ["selfplay.fast_simulations=2"])
+    assert SelfPlayParams.from_config(cfg).fast_simulations == 2
