@@ -77,6 +77,7 @@ def reproduce(
                 threads=train_record.trained.threads,
                 model_dir=Path(scratch) / "model",
                 lr_boundaries=list(recorded_result.lr_boundaries) or None,  # () before recorded
+                bf16=recorded_result.bf16,
             )
         except TabulaError as refused:  # a corrupt shard is named and never trained on
             differences.append(f"training refused its inputs: {refused}")

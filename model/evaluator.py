@@ -71,6 +71,13 @@ def _cpu_has_native_bf16() -> bool:
     return any(getattr(torch.cpu, p, lambda: False)() for p in probes)
 
 
+def native_bf16(device: str | torch.device = "auto") -> bool:
+    """Whether bf16 is the fast precision on ``device`` ("auto": CUDA when present, else
+    CPU): CUDA with bf16 support, or a CPU with AVX512-BF16 or AMX. What precision "auto"
+    picks, for inference here and for training (`tasks.train`)."""
+    return _resolve(device, "auto")[1]
+
+
 def _resolve(device: str | torch.device, precision: Precision) -> tuple[torch.device, bool]:
     dev = torch.device(
         ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device

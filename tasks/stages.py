@@ -234,10 +234,12 @@ def train(
     threads: int | None = None,
     model_dir: Path | None = None,
     lr_boundaries: list[int] | None = None,
+    bf16: bool | None = None,
 ) -> Trained:
     """Continue training the latest network on the window; export ``iter-N/model`` (or
     ``model_dir``: reproduction retrains into a scratch folder). lr_boundaries: the rate
-    schedule's drops in global steps (`tasks.train.train_stage`'s default when None).
+    schedule's drops in global steps, bf16: the precision (`tasks.train.train_stage`'s
+    defaults when None).
 
     The window is checked against its recorded DVC hashes first (``verify_window``).
     """
@@ -263,6 +265,7 @@ def train(
         model_id=layout.model_id(iteration),
         on_step=show,
         lr_boundaries=lr_boundaries,
+        bf16=bf16,
     )
     return Trained(result=result, seconds=time.perf_counter() - started, threads=threads)
 

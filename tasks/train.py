@@ -37,6 +37,7 @@ from pytorch_lightning.callbacks import Callback, TQDMProgressBar
 from pytorch_lightning.loggers import MLFlowLogger
 
 from model.datamodule import ShardDataModule
+from model.evaluator import native_bf16
 from model.files import atomic_path, file_sha256
 from model.network import CheckpointError, load_checkpoint, save_checkpoint, weights_sha256
 from model.system import AlphaZeroSystem, lr_at
@@ -59,7 +60,8 @@ class TrainResult:
     ``global_step`` counts optimizer steps of the whole run (the schedule's clock); the losses
     are means over the last logging window; ``samples_per_s`` is over the whole stage.
     ``lr_boundaries``: the schedule's drops as this stage used them (global steps; empty in
-    records written before they were recorded); ``lr``: the rate of its last step.
+    records written before they were recorded); ``lr``: the rate of its last step; ``bf16``:
+    whether it trained under bf16 autocast (None: not recorded, the config's bool).
     """
 
     model: Path
@@ -77,6 +79,7 @@ class TrainResult:
     games: int
     lr_boundaries: tuple[int, ...] = ()
     lr: float | None = None
+    bf16: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (paths as strings)."""
@@ -246,6 +249,7 @@ def _trainer(
     steps: int,
     extra: list[Callback],
     log_every: int,
+    bf16: bool,
 ) -> pl.Trainer:
     t = cfg.training
     callbacks: list[Callback] = [_PeriodicCheckpoint(ckpt, t.checkpoint_every), *extra]
@@ -255,7 +259,7 @@ def _trainer(
         accelerator="auto",
         devices=1,
         max_epochs=max_epochs,
-        precision="bf16-mixed" if t.bf16 else "32-true",
+        precision="bf16-mixed" if bf16 else "32-true",
         deterministic=t.deterministic,
         logger=logger,
         callbacks=callbacks,
@@ -321,12 +325,14 @@ def train_stage(
     ckpt: Path | None = None,
     on_step: Callable[[int, int], None] | None = None,
     lr_boundaries: Sequence[int] | None = None,
+    bf16: bool | None = None,
 ) -> TrainResult:
     """Train ``steps`` steps on the window of ``data`` (shard files/folders) from ``init``.
 
     lr_boundaries: the global steps where the rate drops (default: the config's schedule for
     a run of ``pipeline.iterations``, `tabula.config.TrainingConfig.boundaries_for`); the
-    pipeline passes those of the run it is running, reproduction the recorded ones.
+    pipeline passes those of the run it is running, reproduction the recorded ones. bf16:
+    autocast or not (default: ``training.bf16``, "auto" resolved for this machine).
 
     Writes the exported model to ``out`` and the Lightning checkpoint to ``ckpt`` (default:
     ``train.ckpt`` beside ``out``). Metrics go to MLflow run ``mlflow_run_id`` (or a new run)
@@ -355,7 +361,11 @@ def train_stage(
         out.parent.mkdir(parents=True, exist_ok=True)
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         extra = [] if on_step is None else [_StepReport(on_step, steps)]
-        trainer = _trainer(cfg, out, ckpt, max_epochs, logger, progress, steps, extra, log_every)
+        if bf16 is None:
+            bf16 = native_bf16(cfg.pipeline.device) if t.bf16 == "auto" else bool(t.bf16)
+        trainer = _trainer(
+            cfg, out, ckpt, max_epochs, logger, progress, steps, extra, log_every, bf16
+        )
         started = time.perf_counter()
         # Our .ckpt files hold only tensors and plain values: load them the safe way.
         trainer.fit(system, datamodule=dm, ckpt_path=resume, weights_only=True)
@@ -380,4 +390,5 @@ def train_stage(
         games=dm.window.games,
         lr_boundaries=tuple(int(b) for b in system.hparams["lr_boundaries"]),
         lr=lr_at(system.run_step - 1, system.hparams["lr_boundaries"], t.lr_values),
+        bf16=bf16,
     )

@@ -106,6 +106,7 @@ def test_seeded_training_checkpoint_is_unchanged(tmp_path: Path) -> None:
             "training.lr_boundaries=[3]",
             "training.lr_values=[0.05,0.005]",
             "training.deterministic=true",
+            "training.bf16=false",  # as recorded (the default then; now "auto")
         ],
     )
     for it in range(2):

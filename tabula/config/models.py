@@ -235,7 +235,12 @@ class TrainingConfig(_Section):
         description="lambda of the value target (1 - lambda) z + lambda v_root: the game result"
         " mixed with the search's root value (0: z alone, the paper).",
     )
-    bf16: bool = Field(default=False, description="Mixed precision with bfloat16 autocast.")
+    bf16: bool | Literal["auto"] = Field(
+        default="auto",
+        description="Mixed precision with bfloat16 autocast; auto: where bf16 is native (CUDA,"
+        " or a CPU with AVX512-BF16 or AMX; elsewhere it is slower than fp32), as inference"
+        " chooses. Each stage records what it used, and reproduction uses that.",
+    )
     deterministic: bool = Field(
         default=True, description="Deterministic kernels (bitwise rebuild)."
     )

@@ -169,3 +169,17 @@ def test_stage_reports_its_steps_from_where_it_starts(cfg, data: Path, tmp_path:
     )
     assert first == [(k, 5) for k in range(1, 6)]
     assert second == [(k, 3) for k in range(1, 4)]  # a resumed run counts this stage's steps
+
+
+def test_precision_is_chosen_per_machine_and_recorded(data: Path, tmp_path: Path) -> None:
+    """training.bf16: auto takes bf16 where it is native (as inference does), records what it
+    used, and a given precision overrides the config (reproduction passes the recorded one)."""
+    from model.evaluator import native_bf16
+
+    auto = load_config(None, [*OVERRIDES, "training.bf16=auto"])
+    result = _stage(auto, data, tmp_path / "auto")
+    assert result.bf16 is native_bf16("cpu")
+    fp32 = _stage(load_config(None, [*OVERRIDES, "training.bf16=false"]), data, tmp_path / "f")
+    assert fp32.bf16 is False
+    again = _stage(auto, data, tmp_path / "again", bf16=False)
+    assert again.bf16 is False and again.weights_sha256 == fp32.weights_sha256
