@@ -1,10 +1,11 @@
 """Self-play throughput against the network alone and against a one-leaf-at-a-time search.
 
 Usage: ``python bench/selfplay.py [--json PATH] [--seconds S] [--rounds R] [--threads T]
-[--device auto|cpu|cuda]``
+[--device auto|cpu|cuda] [--configs quick,19x19,gumbel,caps]``
 
 For the 9x9 quick-start net (configs/quickstart.yaml) and a small 19x19 net (4x32, the same
-search settings), in one run:
+search settings) by default, and the quick start with issue 15's search options (``gumbel``:
+the Gumbel search; ``caps``: playout caps at 0.25) when asked, in one run:
 
 - (a) the network alone: positions/s of `model.evaluator.Evaluator` at the batch size
   self-play uses (``concurrent_games * leaves_per_game``, capped by ``batch_size``);
@@ -204,6 +205,16 @@ def tree_memory(games: int = 256, N: int = 19, simulations: int = 800) -> dict:
             "rss_bytes": grown, "array_bytes": nbytes}  # fmt: skip
 
 
+#: Benchmarked configs: the quick start and its search options (issue 15: self-play must keep
+#: >= 0.85 of the network's speed under each), name and overrides of configs/quickstart.yaml.
+CONFIGS = {
+    "quick": ("9x9 quick start", ()),
+    "19x19": ("19x19 4x32", ("rules.board_size=19",)),
+    "gumbel": ("9x9 Gumbel search", ("search.algorithm=gumbel",)),
+    "caps": ("9x9 playout caps 0.25", ("selfplay.full_search_fraction=0.25",)),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the figures here")
@@ -211,14 +222,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (median)")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     parser.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
+    parser.add_argument(
+        "--configs", default="quick,19x19", help=f"comma-separated, of {', '.join(CONFIGS)}"
+    )
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.configs.split(",")) - set(CONFIGS))
+    if unknown:
+        parser.error(f"unknown config {unknown[0]!r} (known: {', '.join(CONFIGS)})")
     torch.set_num_threads(args.threads)
-    quick = load_config(ROOT / "configs" / "quickstart.yaml")
-    big = load_config(ROOT / "configs" / "quickstart.yaml", ["rules.board_size=19"])
-    configs = [("9x9 quick start", quick), ("19x19 4x32", big)]
-    results = [
-        bench_config(name, cfg, args.seconds, args.rounds, args.device) for name, cfg in configs
-    ]
+    results = []
+    for key in args.configs.split(","):
+        name, overrides = CONFIGS[key]
+        cfg = load_config(ROOT / "configs" / "quickstart.yaml", list(overrides))
+        results.append(bench_config(name, cfg, args.seconds, args.rounds, args.device))
     memory = tree_memory()
     _print(results, memory)
     if args.json:
