@@ -7,11 +7,17 @@ Every command takes `--config FILE` (default: the embedded quick-start config) a
 `--set section.key=value` overrides. Expected failures (a `tabula.errors.TabulaError`: bad
 config, missing or corrupt files, illegal moves) print one line and exit with code 2; anything
 else is a bug and shows its traceback. Nothing here holds logic of its own.
+
+Wherever it is run (``make run``, ``.venv/bin/tabula``, a deployment), `tabula` sets its own
+defaults for the tools underneath before importing them, unless the environment already sets
+them: Prefect's analytics off and its log level WARNING, 120 s for Prefect's temporary server to
+start on a busy machine, and MLflow's usage telemetry off (``QUIET_DEFAULTS``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -21,6 +27,16 @@ from typing import Annotated, Any
 import typer
 
 from tabula.errors import TabulaError, UsageError, first_line
+
+#: Environment defaults of every `tabula` process (the user's environment wins).
+QUIET_DEFAULTS = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+}
+for _name, _value in QUIET_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
 
 app = typer.Typer(
     name="tabula",
@@ -340,8 +356,12 @@ def reproduce(
 ) -> None:
     """Rebuild a checkpoint from its DVC lineage and compare the weights' sha256."""
     from flows.reproduce import reproduce as reproduce_flow
+    from tasks.reproduce import locate, require_run
 
     cfg = _config(config, set_)
+    if not target.startswith("models:/"):  # an unknown run or a bad target: one line, no flow
+        run, _, _ = locate(target, _project(), cfg.pipeline.name, cfg.pipeline.data_dir, "")
+        require_run(_project(), run, cfg.pipeline.data_dir)
     _one_line_console_errors()
     result = reproduce_flow(
         target,

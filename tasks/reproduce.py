@@ -37,6 +37,16 @@ def locate(
     return match["run"] or run, i, ""
 
 
+def require_run(project: Path, run: str, data_dir: str) -> None:
+    """Refuse, in one line naming the runs there are, a run that ``project`` neither holds
+    (``data_dir/RUN/params.yaml``) nor has a run branch for."""
+    local = {p.parent.name for p in (project / data_dir).glob("*/params.yaml")}
+    known = sorted(local | set(versioning.run_branches(project)))
+    if run not in known:
+        runs = ", ".join(known) if known else "none yet"
+        raise UsageError(f"no run {run!r} in {project} (runs: {runs})")
+
+
 def restore_lineage(layout: RunLayout, i: int) -> None:
     """Bring back the run's text files from its run branch where the clone lacks them."""
     needed = [

@@ -216,6 +216,15 @@ def record_on_run_branch(
     return commit
 
 
+def run_branches(project: Path) -> list[str]:
+    """The runs that have a run branch in ``project``'s git repository (none outside git)."""
+    if not is_git_repo(project):
+        return []
+    refs = _git(project, "for-each-ref", "--format=%(refname)", f"refs/heads/{RUN_BRANCH_PREFIX}")
+    prefix = f"refs/heads/{RUN_BRANCH_PREFIX}"
+    return sorted(r.removeprefix(prefix) for r in refs.splitlines() if r.startswith(prefix))
+
+
 def restore_from_run_branch(project: Path, run: str, paths: Sequence[str]) -> None:
     """Write the run branch's copy of ``paths`` into the working tree (for a fresh clone)."""
     ref = f"{RUN_BRANCH_PREFIX}{run}"

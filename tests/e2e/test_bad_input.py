@@ -139,6 +139,24 @@ def test_missing_config_file_is_one_line_exit_2(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
+def test_reproducing_an_unknown_run_names_the_runs_there(tmp_path: Path) -> None:
+    """Run as the README shows it, outside make, with none of Prefect's settings in the
+    environment: one line naming the runs that exist, no Prefect output, no traceback."""
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / "data" / "mine").mkdir(parents=True)
+    (project / "data" / "mine" / "params.yaml").write_text("{}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))}
+    proc = subprocess.run([TABULA, "reproduce", "zzz/2"], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert _one_line(proc) == f"tabula: no run 'zzz' in {project} (runs: mine)"
+    assert proc.stdout == ""
+    bad = subprocess.run([TABULA, "reproduce", "zzz/two"], cwd=project, env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert "expected ITERATION, RUN/ITERATION or models:/NAME@ALIAS" in _one_line(bad)
+
+
 # --- 4. GTP: 10,000 random and malformed lines -------------------------------------------------
 
 GTP_LINES = 10_000
