@@ -15,10 +15,10 @@ included) play ``--curve-games`` against level 1, so one run gives a whole learn
 Ladder games follow `bench/ladder.py`'s protocol: komi 7.5, Tromp-Taylor scoring, GnuGo with
 ``--chinese-rules --positional-superko --capture-all-dead``, every game from a seeded opening
 with colours swapped in pairs, our side an MCTS player at ``--simulations`` for every config,
-up to four games at once (one GnuGo process each, our side batched across them). Elo is fitted
-over every ladder game with the GnuGo levels held at the offsets `bench/ladder.py` measured
-(`tabula.ladder.GNUGO_ELO_9X9`; GnuGo level 1 = 0), so figures of different runs and budgets
-share one scale.
+up to ``LADDER_GAMES_AT_ONCE`` games at once (one GnuGo process each, our side batched across
+them). Elo is fitted over every ladder game with the GnuGo levels held at the offsets
+`bench/ladder.py` measured (`tabula.ladder.GNUGO_ELO_9X9`; GnuGo level 1 = 0), so figures of
+different runs and budgets share one scale.
 
 Configs (``CONFIGS``): ``paper``, the paper's search and training settings on 9x9
 (``configs/9x9.yaml``: 200 simulations, 8 leaves per search, its learning-rate schedule, a
@@ -72,6 +72,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # Core-hours. quick: what the quick start's five iterations spend (measured here: 126-145
 # CPU-s an iteration of the default config, 0.19 core-hours for five, without GnuGo games).
 BUDGETS = {"quick": 0.2, "1ch": 1.0, "4ch": 4.0}
+# Ladder games played at once. Our side's network batches grow with it: 16 games of a 4x32
+# checkpoint at 64 simulations cost 8.2 CPU-s a game against 15.8 at 4 at once (measured side
+# by side on a busy 2-core machine, GnuGo's share about 0.8 CPU-s a game either way).
+LADDER_GAMES_AT_ONCE = 16
 LEVELS = (1, 5, 10)
 # The CLI of this checkout (not the installed entry point), so a benchmark run from a git
 # worktree trains with that worktree's code.
@@ -203,7 +207,8 @@ def play_ladder(
     if len(rows) < games:
         openings = match_openings(cfg.rules.board_size, games, 2)
         run_match(spec, gnugo_spec(level), games - len(rows), cfg, store=store, seed=seed,
-                  match_id=match_id, concurrent=4, openings=openings, start=len(rows))  # fmt: skip
+                  match_id=match_id, concurrent=LADDER_GAMES_AT_ONCE, openings=openings,
+                  start=len(rows))  # fmt: skip
         rows = [r for r in load_results(store) if r["match_id"] == match_id]
     return {"level": level, **side_summary(rows, player)}
 
