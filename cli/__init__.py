@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -53,6 +54,16 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a field: section.key=value (repeatable)."),
 ]
+
+
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM (``kill``, a scheduler stopping the run) unwinds like Ctrl-C, so the run's MLflow
+    runs end KILLED and its lock is released; SIGKILL leaves that to the next resume."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -323,6 +334,7 @@ def run(
     from tasks.progress import showing
 
     _one_line_console_errors()
+    _interrupt_on_sigterm()
     with stage_progress() as display, showing(display):
         rows = run_pipeline(cfg, _project(), iterations, dask_address)
     print_summary(cfg, _project(), rows)

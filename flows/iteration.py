@@ -157,13 +157,17 @@ def iteration(
     tags = {**tags, "prefect.flow_run_id": str(flow_run.id or "")}
     child = record.open_iteration_run(cfg, layout, i, parent_run_id, tags)
     runs = [child, parent_run_id]
-    previous = finished(layout, i - 1, Stage.SELFPLAY, SelfplayRecord)
-    v_resign = None if previous is None else previous.v_resign_next
-    selfplay = run_selfplay(cfg, layout, plan, runs, v_resign)
-    train = run_train(cfg, layout, plan, runs, iterations or cfg.pipeline.iterations)
-    evaluation = run_evaluate(cfg, layout, plan, runs)
-    promotion = run_promote(cfg, layout, plan, evaluation, train, runs, tags)
-    stages.record_lineage(layout, i, f"{run}: iteration {i} (code {tags.get('git_commit')})")
-    row = publish_summary(layout, i, selfplay, train, evaluation, promotion)
+    try:
+        previous = finished(layout, i - 1, Stage.SELFPLAY, SelfplayRecord)
+        v_resign = None if previous is None else previous.v_resign_next
+        selfplay = run_selfplay(cfg, layout, plan, runs, v_resign)
+        train = run_train(cfg, layout, plan, runs, iterations or cfg.pipeline.iterations)
+        evaluation = run_evaluate(cfg, layout, plan, runs)
+        promotion = run_promote(cfg, layout, plan, evaluation, train, runs, tags)
+        stages.record_lineage(layout, i, f"{run}: iteration {i} (code {tags.get('git_commit')})")
+        row = publish_summary(layout, i, selfplay, train, evaluation, promotion)
+    except BaseException as error:  # the child run ends FAILED, or KILLED on an interrupt
+        record.fail(cfg, layout, [child], error)
+        raise
     record.finish(cfg, layout, child)
     return row

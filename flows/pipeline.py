@@ -1,6 +1,8 @@
 """The pipeline: iterations chained by Prefect, resumable, one run at a time.
 
-``run_pipeline`` is what ``tabula run`` calls: it takes the run's lock, freezes the config in
+``run_pipeline`` is what ``tabula run`` calls: it takes the run's lock, marks KILLED the MLflow
+runs a dead process left RUNNING (a stage that raises ends its runs FAILED, or KILLED on an
+interrupt, itself), freezes the config in
 ``data/<run>/params.yaml`` on the first start (`tasks.lineage.freeze_config`: a resumed run
 must use the same config, only ``pipeline.iterations`` may grow), and runs the ``pipeline``
 flow, which starts the run from a randomly initialised network (iteration 0) and then runs
@@ -59,10 +61,14 @@ def pipeline(
         stages.set_champion(layout, 0, None)
     runner = _task_runner(cfg.selfplay.workers, dask_address)
     one = iteration.with_options(task_runner=runner)
-    rows = [
-        one(config_yaml, project, run, i, parent, tags, iterations)
-        for i in range(1, iterations + 1)
-    ]
+    try:
+        rows = [
+            one(config_yaml, project, run, i, parent, tags, iterations)
+            for i in range(1, iterations + 1)
+        ]
+    except BaseException as error:  # the parent run ends FAILED, or KILLED on an interrupt
+        record.fail(cfg, layout, [parent], error)
+        raise
     record.finish(cfg, layout, parent)
     final = finished(layout, iterations, Stage.EVALUATE, EvaluationRecord)
     return with_final_ratings(rows, () if final is None else final.ratings, layout)
@@ -75,7 +81,10 @@ def run_pipeline(
     stages.use_prefect_api(cfg)
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, cfg.pipeline.name)
     with RunLock(layout):
+        resumed = layout.params.exists()
         text = freeze_config(cfg, layout)
+        if resumed:  # the runs a killed process left RUNNING say so
+            record.mark_killed(cfg, layout)
         n = iterations if iterations is not None else cfg.pipeline.iterations
         return pipeline(
             text, str(layout.project), layout.run, n, dask_address or cfg.pipeline.dask_address

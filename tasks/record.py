@@ -155,3 +155,21 @@ def register(
 @task(name="mlflow-finish", **IO_RETRIES)
 def finish(cfg: Config, layout: RunLayout, run_id: str, status: str = "FINISHED") -> None:
     tracking.finish(_client(cfg, layout), run_id, status)
+
+
+def fail(cfg: Config, layout: RunLayout, run_ids: list[str], error: BaseException) -> None:
+    """End ``run_ids`` FAILED (or KILLED for an interrupt) because ``error`` stopped them; a
+    tracking store that fails here too does not hide ``error``."""
+    try:
+        client = _client(cfg, layout)
+        for run_id in run_ids:
+            tracking.finish(client, run_id, tracking.end_status(error))
+    except Exception:  # noqa: BLE001  (the stage's error is the one to report)
+        pass
+
+
+def mark_killed(cfg: Config, layout: RunLayout) -> list[str]:
+    """Mark KILLED the MLflow runs of this tabula run that a dead process left RUNNING (called
+    with the run's lock held, so no live process owns them)."""
+    client = _client(cfg, layout)
+    return tracking.mark_killed(client, _experiment(cfg, layout, client), layout.run)

@@ -223,6 +223,22 @@ def finish(client, run_id: str, status: str = "FINISHED") -> None:
     client.set_terminated(run_id, status=status)
 
 
+def end_status(error: BaseException) -> str:
+    """The MLflow status of a run whose stage raised ``error``: KILLED for an interrupt (Ctrl-C,
+    SIGTERM through `tasks.resume`), FAILED for anything else."""
+    return "KILLED" if isinstance(error, KeyboardInterrupt | SystemExit) else "FAILED"
+
+
+def mark_killed(client, experiment_id: str, run: str) -> list[str]:
+    """Runs of tabula run ``run`` still RUNNING when no process holds the run's lock: their
+    process died without a word (SIGKILL, a power cut). Mark them KILLED; returns their ids."""
+    running = f"tags.`{TAG_RUN}` = '{run}' and attributes.status = 'RUNNING'"
+    found = client.search_runs([experiment_id], filter_string=running)
+    for r in found:
+        client.set_terminated(r.info.run_id, status="KILLED")
+    return [r.info.run_id for r in found]
+
+
 def resolve_model(
     uri: str, tracking_uri: str, project: Path | None, dst: Path
 ) -> tuple[Path, dict]:

@@ -60,11 +60,13 @@ def start(
     api: str,
     preexec: Callable[[], None] | None = None,
     kill_at: str | None = None,
+    extra: list[str] | None = None,
 ) -> Run:
-    """Start ``tabula run`` with TINY; ``preexec`` runs in the child before it starts;
-    ``kill_at``: the point where the run kills itself (``tasks.resume.KILL_AT``, test-only)."""
+    """Start ``tabula run`` with TINY (and the overrides ``extra``); ``preexec`` runs in the
+    child before it starts; ``kill_at``: the point where the run kills itself
+    (``tasks.resume.KILL_AT``, test-only)."""
     args = [TABULA, "run", "--iterations", str(iterations)]
-    for item in TINY:
+    for item in [*TINY, *(extra or [])]:
         args += ["--set", item]
     env = {**os.environ, "PREFECT_API_URL": api, "PREFECT_LOGGING_LEVEL": "WARNING"}
     env.pop(KILL_AT, None)

@@ -1,0 +1,65 @@
+"""MLflow run statuses say how a pipeline run ended: FINISHED, KILLED on SIGTERM or after a
+SIGKILL (marked when the run resumes), FAILED when a stage raises. Real ``tabula run``
+subprocesses against the session's Prefect server, MLflow on SQLite."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tabula.config import load_config
+from tasks import record, tracking
+from tasks.layout import RunLayout
+from tests import pipeline_runs as runs
+from tests.conftest import TINY
+
+pytestmark = pytest.mark.slow
+
+
+def statuses(project) -> dict[str, str]:
+    """{"pipeline" or "iter-N": status} of the tiny run's MLflow runs."""
+    cfg = load_config(None, TINY)
+    client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
+    exp = client.get_experiment_by_name(f"tabula/{runs.RUN}")
+    if exp is None:
+        return {}
+    out = {}
+    for r in client.search_runs([exp.experiment_id]):
+        kind = r.data.tags.get(tracking.TAG_KIND)
+        name = "pipeline" if kind == "pipeline" else f"iter-{r.data.tags[tracking.TAG_ITERATION]}"
+        out[name] = r.info.status
+    return out
+
+
+def test_sigterm_ends_the_runs_killed(prefect_server, project):
+    run = runs.start(project, 1, prefect_server)
+    deadline = time.monotonic() + 600
+    while statuses(project).get("iter-1") != "RUNNING":  # the iteration's run is open
+        assert run.proc.poll() is None, run.stderr_tail()
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    run.proc.send_signal(signal.SIGTERM)
+    run.wait(timeout=300)
+    assert statuses(project) == {"pipeline": "KILLED", "iter-1": "KILLED"}
+
+
+def test_sigkill_leaves_runs_that_the_resume_marks_killed(prefect_server, project):
+    assert runs.killed_itself(runs.start(project, 1, prefect_server, kill_at="train"))
+    assert statuses(project) == {"pipeline": "RUNNING", "iter-1": "RUNNING"}  # nobody said
+    cfg = load_config(None, TINY)
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+    assert len(record.mark_killed(cfg, layout)) == 2  # what run_pipeline does under the lock
+    assert statuses(project) == {"pipeline": "KILLED", "iter-1": "KILLED"}
+    runs.run(project, 1, prefect_server)  # the resume reopens and finishes them
+    assert statuses(project) == {"pipeline": "FINISHED", "iter-1": "FINISHED"}
+
+
+def test_a_stage_that_raises_ends_its_runs_failed(prefect_server, project):
+    """An anchor engine that dies at once (``gtp:false``) fails the evaluation stage."""
+    dead = ["evaluation.anchors=[gtp:false]", "evaluation.anchor_every=1"]
+    run = runs.start(project, 1, prefect_server, extra=dead)
+    rc, stderr = run.wait(timeout=600)
+    assert rc != 0, stderr[-3000:]
+    assert statuses(project) == {"pipeline": "FAILED", "iter-1": "FAILED"}
