@@ -5,6 +5,7 @@ Each takes explicit run ids: MLflow's active run is per thread and tasks run in 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -159,13 +160,24 @@ def finish(cfg: Config, layout: RunLayout, run_id: str, status: str = "FINISHED"
 
 def fail(cfg: Config, layout: RunLayout, run_ids: list[str], error: BaseException) -> None:
     """End ``run_ids`` FAILED (or KILLED for an interrupt) because ``error`` stopped them; a
-    tracking store that fails here too does not hide ``error``."""
+    tracking store that fails here too (the disk that stopped the stage is full) stays silent,
+    so that ``error`` is the one line the user sees."""
     try:
-        client = _client(cfg, layout)
+        client = _client(cfg, layout)  # (imports MLflow, which sets its loggers' levels)
+    except Exception:  # noqa: BLE001
+        return
+    loggers = [logging.getLogger(name) for name in ("mlflow", "sqlalchemy", "alembic")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
         for run_id in run_ids:
             tracking.finish(client, run_id, tracking.end_status(error))
-    except Exception:  # noqa: BLE001  (the stage's error is the one to report)
+    except Exception:  # noqa: BLE001, S110  (the stage's error is the one to report)
         pass
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def mark_killed(cfg: Config, layout: RunLayout) -> list[str]:

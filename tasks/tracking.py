@@ -224,9 +224,13 @@ def finish(client, run_id: str, status: str = "FINISHED") -> None:
 
 
 def end_status(error: BaseException) -> str:
-    """The MLflow status of a run whose stage raised ``error``: KILLED for an interrupt (Ctrl-C,
-    SIGTERM through `tasks.resume`), FAILED for anything else."""
-    return "KILLED" if isinstance(error, KeyboardInterrupt | SystemExit) else "FAILED"
+    """The MLflow status of a run whose stage raised ``error``: KILLED for an interrupt (Ctrl-C;
+    SIGTERM, which Prefect's engine raises as its ``TerminationSignal`` inside a flow run, and
+    `cli` as KeyboardInterrupt outside one), FAILED for anything else."""
+    from prefect.exceptions import ExternalSignal
+
+    interrupted = isinstance(error, KeyboardInterrupt | SystemExit | ExternalSignal)
+    return "KILLED" if interrupted else "FAILED"
 
 
 def mark_killed(client, experiment_id: str, run: str) -> list[str]:

@@ -57,9 +57,12 @@ def test_sigkill_leaves_runs_that_the_resume_marks_killed(prefect_server, projec
 
 
 def test_a_stage_that_raises_ends_its_runs_failed(prefect_server, project):
-    """An anchor engine that dies at once (``gtp:false``) fails the evaluation stage."""
-    dead = ["evaluation.anchors=[gtp:false]", "evaluation.anchor_every=1"]
-    run = runs.start(project, 1, prefect_server, extra=dead)
-    rc, stderr = run.wait(timeout=600)
-    assert rc != 0, stderr[-3000:]
-    assert statuses(project) == {"pipeline": "FAILED", "iter-1": "FAILED"}
+    """A file where iteration 2's self-play folder goes: its stage raises (one line, exit 1)."""
+    runs.run(project, 1, prefect_server)
+    cfg = load_config(None, TINY)
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+    layout.iteration(2).mkdir(parents=True)
+    layout.selfplay(2).write_text("not a folder\n")
+    line = runs.error_line(runs.run(project, 2, prefect_server, expect=1))
+    assert "Not a directory" in line
+    assert statuses(project) == {"pipeline": "FAILED", "iter-1": "FINISHED", "iter-2": "FAILED"}
