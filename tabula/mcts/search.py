@@ -367,6 +367,10 @@ class BatchedMCTS:
         """Begin a search at each slot's root: ``simulations`` new visits (default: params),
         with fresh root noise if the params ask for it."""
         sims = self.params.simulations if simulations is None else simulations
+        if self.params.gumbel and sims >= self.capacity:  # its schedule has capacity entries
+            raise SearchError(
+                f"{sims} simulations need a capacity above {sims} (have {self.capacity})"
+            )
         start_searches(self.trees, np.asarray(slots, dtype=np.int64), sims, self.knobs)
 
     def unfinished(self, slots: Sequence[int] | np.ndarray) -> np.ndarray:

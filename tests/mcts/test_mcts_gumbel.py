@@ -224,11 +224,13 @@ def test_simulation_count_and_tree_invariants() -> None:
         search.play_many(range(5), search.decide(range(5)).move)
 
 
-def test_unsearched_root_is_an_error() -> None:
-    search = BatchedMCTS(1, 5, 0.5, SearchParams(algorithm="gumbel"))
+def test_unsearched_root_and_a_search_bigger_than_the_tree_are_errors() -> None:
+    search = BatchedMCTS(1, 5, 0.5, SearchParams(algorithm="gumbel", simulations=8))
     search.reset(0, np.random.default_rng(0))
     with pytest.raises(ValueError, match="no search at the root"):
         search.decide([0])
+    with pytest.raises(ValueError, match="27 simulations need a capacity above 27"):
+        search.start([0], simulations=27)
 
 
 def selfplay_params(**changes: object) -> SelfPlayParams:
