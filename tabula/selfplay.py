@@ -238,7 +238,7 @@ class _Loop:
         move = np.full(len(done), -1, dtype=np.int64)  # per slot of done; -1: resigned
         pi = np.zeros((len(done), p.board_size**2 + 1), dtype=np.float32)
         if len(movers):
-            decided = mcts.decide(movers, tau)
+            decided = mcts.decide(movers, tau, roots.visits[moving])
             move[moving], pi[moving] = decided.move, decided.policy
         mcts.play_many(movers, move[moving])
         ended = moving & mcts.games(done).over

@@ -163,11 +163,10 @@ def select_root(t, g, knobs, sig) -> int:
     return _best_with_visits(t, g, sig, max(fewest, 0))
 
 
-@njit(cache=True, nogil=True)
-def select_interior(t, g, node, knobs, sig) -> int:
-    """argmax_a pi'(a) - N(a) / (1 + sum_b N(b)) over the legal moves (lowest index on ties)."""
-    sum_n = sigma(t, g, node, knobs, sig)
-    P = t.P[g, node]
+@njit(cache=True, nogil=True, inline="always")
+def _improve(P, sig) -> None:
+    """``sig`` (sigma over the legal moves of priors ``P``) becomes pi' = softmax(logits +
+    sigma), in place; the entries of illegal moves are left as they are."""
     top = -np.inf
     for a in range(P.shape[0]):
         if P[a] >= 0.0:
@@ -177,11 +176,22 @@ def select_interior(t, g, node, knobs, sig) -> int:
         if P[a] >= 0.0:
             sig[a] = max(P[a], TINY) * math.exp(sig[a] - top)
             z += sig[a]
+    for a in range(P.shape[0]):
+        if P[a] >= 0.0:
+            sig[a] /= z
+
+
+@njit(cache=True, nogil=True)
+def select_interior(t, g, node, knobs, sig) -> int:
+    """argmax_a pi'(a) - N(a) / (1 + sum_b N(b)) over the legal moves (lowest index on ties)."""
+    sum_n = sigma(t, g, node, knobs, sig)
+    P = t.P[g, node]
+    _improve(P, sig)
     best_a, best_s = -1, -np.inf
     for a in range(P.shape[0]):
         if P[a] < 0.0:
             continue
-        s = sig[a] / z - _visits(t, g, node, a) / (1.0 + sum_n)
+        s = sig[a] - _visits(t, g, node, a) / (1.0 + sum_n)
         if s > best_s:
             best_a, best_s = a, s
     return best_a
@@ -203,16 +213,11 @@ def gumbel_decisions(t, slots, knobs, moves, policy) -> None:
         sigma(t, g, 0, knobs, sig)
         P = t.P[g, 0]
         most = 0
-        top = -np.inf
         for a in range(M1):
             if P[a] >= 0.0:
                 most = max(most, _visits(t, g, 0, a))
-                top = max(top, math.log(max(P[a], TINY)) + sig[a])
         moves[i] = _best_with_visits(t, g, sig, most)
-        z = 0.0
+        _improve(P, sig)
         for a in range(M1):
             if P[a] >= 0.0:
-                z += math.exp(math.log(max(P[a], TINY)) + sig[a] - top)
-        for a in range(M1):
-            if P[a] >= 0.0:
-                policy[i, a] = math.exp(math.log(max(P[a], TINY)) + sig[a] - top) / z
+                policy[i, a] = sig[a]

@@ -465,16 +465,22 @@ class BatchedMCTS:
         choose_moves(self.trees, slots, visits, np.asarray(tau, dtype=np.float64), out)
         return out
 
-    def decide(self, slots: Sequence[int] | np.ndarray, tau: np.ndarray | float = 0.0
-               ) -> Decisions:  # fmt: skip
+    def decide(
+        self,
+        slots: Sequence[int] | np.ndarray,
+        tau: np.ndarray | float = 0.0,
+        visits: np.ndarray | None = None,
+    ) -> Decisions:
         """The move and the policy target of each slot's finished search.
 
         PUCT: the move is `choose_moves` at temperature ``tau[i]`` (paper), the target the visit
-        distribution. Gumbel: the move is Sequential Halving's last one standing, whatever
-        ``tau`` (the Gumbel noise already samples), the target pi' (`tabula.mcts.gumbel`)."""
+        distribution (``visits``: the slots' `Roots.visits` when the caller has them). Gumbel:
+        the move is Sequential Halving's last one standing, whatever ``tau`` (the Gumbel noise
+        already samples), the target pi' (`tabula.mcts.gumbel`)."""
         slots = np.asarray(slots, dtype=np.int64)
         if not self.params.gumbel:
-            visits = self.roots(slots).visits
+            if visits is None:
+                visits = self.roots(slots).visits
             tau = np.broadcast_to(np.asarray(tau, dtype=np.float64), (len(slots),))
             move = self.choose_moves(slots, tau, visits)
             total = np.maximum(visits.sum(axis=1, keepdims=True), 1)
