@@ -11,8 +11,9 @@ How lineage is kept (README, "Reproducing a checkpoint"):
   i+1's stages depend on iteration i's outputs, ``dvc dag`` shows the whole chain of a run and
   ``dvc.lock`` pins every hash. The graph is acyclic: Prefect owns the loop, DVC records it.
 * The small text files of a run (stage files, locks, the run's frozen ``params.yaml``, lineage
-  JSON, DVC's config) are committed to a branch of their own, ``tabula/runs/<run>``, through a
-  private git index: the user's branch, index and working tree are never touched. Each
+  JSON, DVC's config) are committed to a branch of their own, ``tabula/runs/<run>``, on top of
+  the code commit that ran them, through a private git index: the user's branch, index and
+  working tree are never touched. Each
   finished iteration is also tagged ``tabula/<run>/iter-NNNN``. ``dvc gc`` must therefore be
   run with ``--all-branches --all-tags --all-commits`` or it would delete lineage.
 """
@@ -94,8 +95,11 @@ def _repo(project: Path) -> Iterator[Any]:
 def ensure_repo(project: Path, remote: str) -> None:
     """Initialise DVC in ``project`` on first use and point its default remote at ``remote``.
 
-    A relative remote path is taken from the project root. DVC's own files are unstaged again
-    after ``dvc init`` so that the user's git index is left as it was.
+    A relative remote path is taken from the project root. A clone of this repository carries
+    ``.dvc/config`` with the default remote (``data/.dvc-remote``); any other remote is a
+    machine-local setting and goes to ``.dvc/config.local`` (ignored by git), so the committed
+    config stays as it is. In a repository without ``.dvc/``, DVC's own files are unstaged
+    again after ``dvc init`` so that the user's git index is left as it was.
     """
     from dvc.repo import Repo
 
@@ -111,11 +115,17 @@ def ensure_repo(project: Path, remote: str) -> None:
     url = remote if "://" in remote else str((project / remote).resolve())
     if "://" not in remote:
         Path(url).mkdir(parents=True, exist_ok=True)
-    with _repo(project) as repo, repo.config.edit() as conf:
-        if conf.get("remote", {}).get("tabula", {}).get("url") != url:
+    with _repo(project) as repo:
+        merged = repo.config  # every level, relative paths resolved
+        now = merged.get("remote", {}).get("tabula", {}).get("url")
+        same = now == url or ("://" not in url and now and Path(str(now)).resolve() == Path(url))
+        core = merged.get("core", {})
+        if same and core.get("remote") == "tabula" and core.get("autostage") is False:
+            return
+        with repo.config.edit("local") as conf:
             conf["remote"]["tabula"] = {"url": url}
-        conf["core"]["remote"] = "tabula"
-        conf["core"]["autostage"] = False
+            conf["core"]["remote"] = "tabula"
+            conf["core"]["autostage"] = False
 
 
 def write_stage_file(path: Path, stages: dict[str, dict[str, Any]]) -> None:
@@ -190,27 +200,37 @@ def record_on_run_branch(
 ) -> str | None:
     """Commit ``paths`` to the branch ``tabula/runs/<run>`` without touching the user's branch.
 
-    Uses a private index file, so the working tree, the index and HEAD stay as they are.
-    Returns the new commit, or None when ``project`` is not a git repository.
+    The branch starts from the commit checked out when the run first records (the code that
+    ran it; an orphan only in a repository without commits). Uses a private index file, so the
+    working tree, the index and HEAD stay as they are. Returns the new commit, or None when
+    ``project`` is not a git repository.
     """
     if not is_git_repo(project):
         return None
     ref = f"refs/heads/{RUN_BRANCH_PREFIX}{run}"
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, **_GIT_IDENTITY, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        parent = subprocess.run(
+        previous = subprocess.run(
             ["git", "rev-parse", "--verify", "-q", ref],
             cwd=project,
             capture_output=True,
             text=True,
         ).stdout.strip()
+        parent = previous
+        if not parent:  # the run's first record sits on the code commit that ran it
+            parent = subprocess.run(
+                ["git", "rev-parse", "--verify", "-q", "HEAD^{commit}"],
+                cwd=project,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
         _git(project, "read-tree", *([parent] if parent else ["--empty"]), env=env)
         rel = [str(Path(p).resolve().relative_to(project.resolve())) for p in paths]
         _git(project, "add", "-f", "--", *[p for p in rel if (project / p).exists()], env=env)
         tree = _git(project, "write-tree", env=env)
         args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
         commit = _git(project, *args, env=env)
-        _git(project, "update-ref", ref, commit, *([parent] if parent else []))
+        _git(project, "update-ref", ref, commit, previous or "0" * 40)  # (0s: must be new)
         if tag:
             _git(project, "update-ref", f"refs/tags/{tag}", commit)
     return commit
