@@ -11,7 +11,8 @@ else is a bug and shows its traceback. Nothing here holds logic of its own.
 Wherever it is run (``make run``, ``.venv/bin/tabula``, a deployment), `tabula` sets its own
 defaults for the tools underneath before importing them, unless the environment already sets
 them: Prefect's analytics off and its log level WARNING, 120 s for Prefect's temporary server to
-start on a busy machine, and MLflow's usage telemetry off (``QUIET_DEFAULTS``).
+start on a busy machine, MLflow's and DVC's usage telemetry off, no MLflow download bars
+(``QUIET_DEFAULTS``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ QUIET_DEFAULTS = {
     "PREFECT_LOGGING_LEVEL": "WARNING",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     "MLFLOW_DISABLE_TELEMETRY": "true",
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+    "DVC_NO_ANALYTICS": "true",
 }
 for _name, _value in QUIET_DEFAULTS.items():
     os.environ.setdefault(_name, _value)

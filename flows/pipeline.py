@@ -19,7 +19,7 @@ from prefect.runtime import flow_run
 from flows.iteration import iteration
 from tabula.config import Config, parse_config
 from tabula.plan import derive_seed
-from tasks import record, stages
+from tasks import record, stages, tracking
 from tasks.layout import RunLayout, RunLock
 from tasks.lineage import freeze_config, write_init_stage
 from tasks.records import EvaluationRecord, Stage
@@ -48,9 +48,11 @@ def pipeline(
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
     ensure_repo(layout.project, cfg.pipeline.dvc_remote)
+    commit = code_commit(SOURCE_DIR)
     tags = {
-        "git_commit": code_commit(SOURCE_DIR),
+        "git_commit": commit,
         "prefect.pipeline_flow_run_id": str(flow_run.id or ""),
+        **tracking.source_tags(commit),
     }
     parent = record.open_pipeline_run(cfg, layout, tags)
     init_seed = derive_seed(cfg.pipeline.seed, 0)

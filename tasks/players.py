@@ -11,8 +11,8 @@ One spec string names a player everywhere (CLI, config, pipeline)::
     PATH[@SIMS]            a bare checkpoint path: the same as mcts:PATH[@SIMS]
     gtp:COMMAND LINE       any GTP engine as a subprocess, e.g. "gtp:gnugo --mode gtp --level 1";
                            gnugo and pachi are found in /usr/games when not on PATH
-    models:/NAME@ALIAS     a registered model (e.g. models:/tabula-9x9@best), resolved to a
-                           checkpoint by the pipeline's `resolver`; allowed after raw: and mcts:
+    models:/NAME@ALIAS     a registered model (e.g. models:/tabula-quickstart@champion), resolved
+                           to a checkpoint by the pipeline's `resolver`; allowed after raw:, mcts:
 
 PATH is a checkpoint written by `model.network.save_checkpoint`, for the configured board size.
 

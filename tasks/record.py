@@ -58,9 +58,13 @@ def _client(cfg: Config, layout: RunLayout):
 
 
 def _experiment(cfg: Config, layout: RunLayout, client) -> str:
+    """The project's experiment; a run begun in its own experiment (``tabula/<run>``, before
+    one experiment held every run of a project) stays there."""
     root = cfg.pipeline.mlflow_artifact_root
     artifacts = root if "://" in root else layout.project / root
-    return tracking.experiment(client, f"tabula/{layout.run}", artifacts)
+    legacy = client.get_experiment_by_name(f"tabula/{layout.run}")
+    name = tracking.experiment_name() if legacy is None else legacy.name
+    return tracking.experiment(client, name, artifacts)
 
 
 @task(name="mlflow-open-pipeline", **IO_RETRIES)
@@ -146,7 +150,7 @@ def register(
 ) -> str:
     """Make iteration ``i``'s checkpoint a model version; alias it ``champion`` if promoted."""
     client = _client(cfg, layout)
-    name = cfg.pipeline.registered_model_for(cfg.rules.board_size)
+    name = cfg.pipeline.registered_model_name()
     version = tracking.register_checkpoint(client, name, run_id, layout.model(i), sha256, tags)
     if champion:
         tracking.set_alias(client, name, "champion", version)

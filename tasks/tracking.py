@@ -2,14 +2,21 @@
 
 Layout of a run in the tracking store (README, "Tracking"):
 
-* one experiment per run name (``tabula/<run>``); inside it one parent run (kind ``pipeline``)
-  and one child run per iteration (kind ``iteration``), found again by their tags on resume so
-  that a killed and restarted pipeline never leaves orphan runs for the same stage;
+* one experiment per project (``tabula``, or ``MLFLOW_EXPERIMENT_NAME``; a run begun in the
+  per-run experiment ``tabula/<run>`` of earlier versions stays there), marked as model
+  training so that the UI opens on its runs; inside it one parent run per pipeline run (kind
+  ``pipeline``, tag ``tabula.run``) and one child run per iteration (kind ``iteration``), found
+  again by their tags on resume so that a killed and restarted pipeline never leaves orphan
+  runs for the same stage;
 * the full config as params of the parent and of every child; metrics with their step (the
   global training step for losses and the learning rate, the iteration for everything else);
 * datasets through ``log_inputs`` (source: the DVC path, digest: the DVC hash);
-* every exported checkpoint a version of a registered model (``tabula-9x9``), the promoted one
-  carrying the alias ``champion``.
+* every exported checkpoint a version of the run's own registered model (``tabula-<run>``),
+  the promoted one carrying the alias ``champion``.
+
+``MLFLOW_TRACKING_URI``, when set, takes the place of the default store
+(``pipeline.mlflow_tracking_uri`` left at ``sqlite:///mlflow/mlflow.db``); a store set in the
+config wins.
 
 Active runs are per thread in MLflow's fluent API, so everything here goes through an explicit
 ``MlflowClient`` and explicit run ids.
@@ -20,18 +27,27 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import tempfile
 import uuid
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tabula.config import PipelineConfig
 from tabula.errors import UsageError
 
 TAG_RUN = "tabula.run"
 TAG_KIND = "tabula.kind"
 TAG_ITERATION = "tabula.iteration"
 TAG_SHA = "tabula.weights_sha256"
+#: The artifact folder of a checkpoint's MLflow model, under its iteration's run.
+MODEL_FOLDER = "model"
+#: The experiment of a project's runs unless ``MLFLOW_EXPERIMENT_NAME`` says otherwise.
+EXPERIMENT = "tabula"
+#: MLflow's experiment kind for model training: the UI opens such an experiment on its runs,
+#: not on the GenAI overview (traces, tokens).
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
 
 def _quiet() -> None:
@@ -84,7 +100,17 @@ def _ensure_sqlite_store(path: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
+def experiment_name() -> str:
+    """The project's experiment: ``MLFLOW_EXPERIMENT_NAME`` when set, else ``tabula``."""
+    return os.environ.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT
+
+
 def resolve_uri(tracking_uri: str, project: Path | None) -> str:
+    """The store to use: ``MLFLOW_TRACKING_URI`` in place of the default store when set; a
+    relative ``sqlite:///`` path taken from ``project`` (else the working directory)."""
+    default = PipelineConfig.model_fields["mlflow_tracking_uri"].default
+    if tracking_uri == default and os.environ.get("MLFLOW_TRACKING_URI"):
+        tracking_uri = os.environ["MLFLOW_TRACKING_URI"]
     if tracking_uri.startswith("sqlite:///") and not tracking_uri.startswith("sqlite:////"):
         rel = tracking_uri.removeprefix("sqlite:///")
         base = project or Path.cwd()
@@ -93,9 +119,13 @@ def resolve_uri(tracking_uri: str, project: Path | None) -> str:
 
 
 def experiment(client, name: str, artifact_root: Path | str | None) -> str:
-    """The id of experiment ``name``, created (with its artifact location) when missing."""
+    """The id of experiment ``name``, created (with its artifact location) when missing, and
+    marked as model training (`EXPERIMENT_KIND`)."""
     found = client.get_experiment_by_name(name)
     if found is not None:
+        for key, value in EXPERIMENT_KIND.items():
+            if found.tags.get(key) != value:
+                client.set_experiment_tag(found.experiment_id, key, value)
         return found.experiment_id
     location = None
     if artifact_root is not None:
@@ -104,7 +134,7 @@ def experiment(client, name: str, artifact_root: Path | str | None) -> str:
             if "://" in str(artifact_root)
             else str(Path(artifact_root).resolve() / name.replace("/", "_"))
         )
-    return client.create_experiment(name, artifact_location=location)
+    return client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
 
 
 def find_or_create_run(
@@ -130,6 +160,15 @@ def find_or_create_run(
         set_tags(client, run_id, tags or {})
         return run_id
     return client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
+
+
+def source_tags(commit: str) -> dict[str, str]:
+    """MLflow's standard source tags for code at git ``commit`` (`versioning.code_commit`: a
+    sha, with ``-dirty`` when files differ, or ``unknown``), shown in the UI's run overview."""
+    tags = {"mlflow.source.name": "tabula run", "mlflow.source.type": "LOCAL"}
+    if commit != "unknown":
+        tags["mlflow.source.git.commit"] = commit.removesuffix("-dirty")
+    return tags
 
 
 def set_tags(client, run_id: str, tags: Mapping[str, Any]) -> None:
@@ -198,7 +237,8 @@ def log_artifact(client, run_id: str, path: Path, artifact_path: str | None = No
 def register_checkpoint(
     client, name: str, run_id: str, checkpoint: Path, sha256: str, tags: Mapping[str, Any]
 ) -> str:
-    """Log ``checkpoint`` under the run and make it a version of model ``name`` (idempotent)."""
+    """Log ``checkpoint`` under the run as an MLflow PyTorch model (`save_pytorch_model`) and
+    make it a version of model ``name``, tagged with ``tags`` (idempotent)."""
     from mlflow.exceptions import MlflowException
 
     try:
@@ -209,10 +249,48 @@ def register_checkpoint(
     for version in existing:
         if version.tags.get(TAG_SHA) == sha256:
             return version.version
-    client.log_artifact(run_id, str(checkpoint), "checkpoint")
-    source = f"{client.get_run(run_id).info.artifact_uri}/checkpoint"
     all_tags = {TAG_SHA: sha256, **{k: str(v) for k, v in tags.items()}}
+    with tempfile.TemporaryDirectory(prefix="tabula-model-") as tmp:
+        folder = save_pytorch_model(checkpoint, Path(tmp) / MODEL_FOLDER, all_tags)
+        client.log_artifacts(run_id, str(folder), MODEL_FOLDER)
+    source = f"{client.get_run(run_id).info.artifact_uri}/{MODEL_FOLDER}"
     return client.create_model_version(name, source=source, run_id=run_id, tags=all_tags).version
+
+
+def save_pytorch_model(checkpoint: Path, folder: Path, lineage: Mapping[str, str]) -> Path:
+    """Write the network of ``checkpoint`` to ``folder`` as an MLflow PyTorch model.
+
+    The network is exported with ``torch.export`` (MLflow's ``pt2`` format: a traced graph, no
+    pickled classes, so ``mlflow.pytorch.load_model`` needs neither tabula nor its code), with
+    a signature (planes ``float32[B, 17, N, N]`` in; ``policy`` logits ``[B, N*N + 1]`` and
+    ``value`` ``[B]`` out), an input example (the empty board, each side to move), the lineage
+    as the model's metadata, and the tabula checkpoint itself under ``extra_files/`` (what
+    ``tabula gtp --model models:/...`` plays with).
+    """
+    import mlflow.pytorch
+    import numpy as np
+    import torch
+    from mlflow.models import infer_signature
+
+    from model.network import load_checkpoint
+    from tabula.features import HISTORY, planes
+
+    net, _ = load_checkpoint(checkpoint)
+    empty = np.zeros((HISTORY, net.board_size**2), dtype=np.int8)
+    example = np.stack([planes(empty, 1), planes(empty, -1)]).astype(np.float32)
+    with torch.no_grad():
+        logits, value = net(torch.from_numpy(example))
+    signature = infer_signature(example, {"policy": logits.numpy(), "value": value.numpy()})
+    mlflow.pytorch.save_model(
+        net,
+        str(folder),
+        signature=signature,
+        input_example=example,
+        pip_requirements=[f"torch=={torch.__version__}"],
+        extra_files=[str(checkpoint)],
+        metadata=dict(lineage),
+    )
+    return folder
 
 
 def set_alias(client, name: str, alias: str, version: str) -> None:
@@ -253,21 +331,33 @@ def resolve_model(
     client = connect(tracking_uri, project)
     resolved = resolve_uri(tracking_uri, project)
     rest = uri.removeprefix("models:/")
-    if "@" in rest:
-        name, alias = rest.split("@", 1)
-        version = client.get_model_version_by_alias(name, alias)
-    elif "/" in rest:
-        name, number = rest.split("/", 1)
-        version = client.get_model_version(name, number)
-    else:
-        raise UsageError(f"{uri}: expected models:/NAME@ALIAS or models:/NAME/VERSION")
+    from mlflow.exceptions import MlflowException
+
+    try:
+        if "@" in rest:
+            name, alias = rest.split("@", 1)
+            version = client.get_model_version_by_alias(name, alias)
+        elif "/" in rest:
+            name, number = rest.split("/", 1)
+            version = client.get_model_version(name, number)
+        else:
+            raise UsageError(f"{uri}: expected models:/NAME@ALIAS or models:/NAME/VERSION")
+    except MlflowException as error:  # no such model, alias or version
+        names = sorted(m.name for m in client.search_registered_models())
+        raise UsageError(
+            f"{uri}: {str(error.message).splitlines()[0]} (registered models: "
+            f"{', '.join(names) or 'none'})"
+        ) from None
     import mlflow.artifacts
 
     os.makedirs(dst, exist_ok=True)
     local = mlflow.artifacts.download_artifacts(
         artifact_uri=version.source, dst_path=str(dst), tracking_uri=resolved
     )
-    files = sorted(Path(local).rglob("*.pt")) if Path(local).is_dir() else [Path(local)]
+    local_path = Path(local)
+    if (local_path / "MLmodel").exists():  # an MLflow model: the checkpoint is an extra file
+        local_path = local_path / "extra_files"
+    files = sorted(local_path.rglob("*.pt")) if local_path.is_dir() else [local_path]
     if not files:
         raise UsageError(f"{uri}: the model version holds no checkpoint file")
     return files[0], dict(version.tags)

@@ -61,17 +61,19 @@ def start(
     preexec: Callable[[], None] | None = None,
     kill_at: str | None = None,
     extra: list[str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> Run:
-    """Start ``tabula run`` with TINY (and the overrides ``extra``); ``preexec`` runs in the
-    child before it starts; ``kill_at``: the point where the run kills itself
-    (``tasks.resume.KILL_AT``, test-only)."""
+    """Start ``tabula run`` with TINY (and the overrides ``extra``, the environment variables
+    ``env``); ``preexec`` runs in the child before it starts; ``kill_at``: the point where the
+    run kills itself (``tasks.resume.KILL_AT``, test-only)."""
     args = [TABULA, "run", "--iterations", str(iterations)]
     for item in [*TINY, *(extra or [])]:
         args += ["--set", item]
-    env = {**os.environ, "PREFECT_API_URL": api, "PREFECT_LOGGING_LEVEL": "WARNING"}
-    env.pop(KILL_AT, None)
+    environ = {**os.environ, "PREFECT_API_URL": api, "PREFECT_LOGGING_LEVEL": "WARNING"}
+    environ.pop(KILL_AT, None)
     if kill_at is not None:
-        env[KILL_AT] = kill_at
+        environ[KILL_AT] = kill_at
+    environ.update(env or {})
     log = None
     if preexec is None:  # else a pipe: a log file would itself hit a file size limit
         (logs := project.parent / "logs").mkdir(exist_ok=True)
@@ -81,7 +83,7 @@ def start(
         proc = subprocess.Popen(
             args,
             cwd=project,
-            env=env,
+            env=environ,
             stdout=subprocess.DEVNULL,
             stderr=err,
             start_new_session=True,
@@ -90,9 +92,16 @@ def start(
     return Run(proc, log, started)
 
 
-def run(project: Path, iterations: int, api: str, expect: int = 0) -> str:
+def run(
+    project: Path,
+    iterations: int,
+    api: str,
+    expect: int = 0,
+    extra: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> str:
     started = time.monotonic()
-    rc, stderr = start(project, iterations, api).wait()
+    rc, stderr = start(project, iterations, api, extra=extra, env=env).wait()
     print(f"  tabula run --iterations {iterations}: exit {rc}, {time.monotonic() - started:.1f} s")
     assert rc == expect, f"exit {rc}, expected {expect}:\n{stderr[-3000:]}"
     return stderr
@@ -177,7 +186,7 @@ def check_clean(project: Path, iterations: int = 2) -> None:
     for folder in ("data", "mlflow"):
         assert not list((project / folder).rglob("*.tmp")), folder
     client = tracking.connect("sqlite:///mlflow/mlflow.db", project)
-    exp = client.get_experiment_by_name(f"tabula/{RUN}")
+    exp = client.get_experiment_by_name(tracking.experiment_name())
     runs = client.search_runs([exp.experiment_id])
     kinds = sorted(
         (r.data.tags.get(tracking.TAG_KIND), r.data.tags.get(tracking.TAG_ITERATION))

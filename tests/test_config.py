@@ -91,7 +91,7 @@ def test_small_presets_are_nine_by_nine_with_scaled_defaults() -> None:
         assert cfg.rules.board_size == 9
         assert cfg.search.dirichlet_alpha == pytest.approx(0.03 * 361 / 81)
         assert cfg.selfplay.temperature_moves == 7
-        assert cfg.pipeline.registered_model == "tabula-9x9"
+        assert cfg.pipeline.registered_model == f"tabula-{cfg.pipeline.name}"
 
 
 # --- scaled defaults -----------------------------------------------------------------------
@@ -102,7 +102,7 @@ def test_scaled_defaults_follow_the_rule_and_match_the_paper_at_19(N: int) -> No
     cfg = load_config(None, [f"rules.board_size={N}"]).resolve()
     assert cfg.search.dirichlet_alpha == pytest.approx(0.03 * 361 / N**2)
     assert cfg.selfplay.temperature_moves == round(30 * N**2 / 361)
-    assert cfg.pipeline.registered_model == f"tabula-{N}x{N}"
+    assert cfg.pipeline.registered_model == "tabula-quickstart"  # one per run: its name
     assert cfg.resolve() == cfg  # idempotent
     if N == 19:
         assert (cfg.search.dirichlet_alpha, cfg.selfplay.temperature_moves) == (0.03, 30)

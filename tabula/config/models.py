@@ -11,7 +11,7 @@ is ours unless the paper gives it; 19x19 gives the paper's number exactly):
 - ``search.dirichlet_alpha``: 0.03 * 361 / N**2 (paper 0.03 on 19x19; the small-board rule
   of Leela Zero and KataGo).
 - ``selfplay.temperature_moves``: round(30 * N**2 / 361) (paper tau = 1 for 30 moves).
-- ``pipeline.registered_model``: f"tabula-{N}x{N}".
+- ``pipeline.registered_model``: f"tabula-{pipeline.name}" (not scaled, but one per run).
 
 This module imports nothing else of the package; `tabula.config.io` builds on it.
 """
@@ -390,7 +390,7 @@ class PipelineConfig(_Section):
         default="mlflow/artifacts", min_length=1, description="MLflow artifact root."
     )
     registered_model: str | None = Field(
-        default=None, pattern=_NAME, description="MLflow registered model; None = tabula-NxN."
+        default=None, pattern=_NAME, description="MLflow registered model; None = tabula-<name>."
     )
     dvc_remote: str = Field(
         default="data/.dvc-remote", min_length=1, description="DVC remote: local path or URL."
@@ -417,9 +417,10 @@ class PipelineConfig(_Section):
             )
         return uri
 
-    def registered_model_for(self, N: int) -> str:
-        """MLflow registered model name: the set value, else f"tabula-{N}x{N}"."""
-        return self.registered_model if self.registered_model is not None else f"tabula-{N}x{N}"
+    def registered_model_name(self) -> str:
+        """MLflow registered model name: the set value, else one per run, f"tabula-{name}", so
+        that two runs never move each other's ``champion`` alias."""
+        return self.registered_model if self.registered_model is not None else f"tabula-{self.name}"
 
 
 class Config(_Section):
@@ -439,7 +440,7 @@ class Config(_Section):
         search = self.search.model_copy(update={"dirichlet_alpha": self.search.alpha_for(N)})
         tau_moves = self.selfplay.temperature_moves_for(N)
         selfplay = self.selfplay.model_copy(update={"temperature_moves": tau_moves})
-        name = self.pipeline.registered_model_for(N)
+        name = self.pipeline.registered_model_name()
         pipeline = self.pipeline.model_copy(update={"registered_model": name})
         return self.model_copy(
             update={"search": search, "selfplay": selfplay, "pipeline": pipeline}

@@ -32,7 +32,7 @@ class Expected:
     """What the store holds, as the UI should show it."""
 
     experiment_id: str
-    experiment: str  # tabula/<run>
+    experiment: str  # tabula (one per project)
     parent_id: str
     parent: str  # the parent run's name
     children: tuple[tuple[str, str], ...]  # (run id, run name) per iteration, in order
@@ -43,17 +43,20 @@ class Expected:
 
 
 def read_expected(tracking_uri: str) -> Expected:
-    """The newest ``tabula/*`` experiment's pipeline run, children, a dataset, the champion."""
+    """The project's experiment (or the newest ``tabula/<run>`` one of a store written before
+    one experiment held every run), its newest pipeline run, children, a dataset, the
+    champion."""
     from tasks import tracking
 
     client = tracking.connect(tracking_uri)
-    exps = client.search_experiments(
-        filter_string="name LIKE 'tabula/%'", order_by=["creation_time DESC"]
-    )
-    assert exps, "the store holds no tabula/<run> experiment"
+    exps = client.search_experiments(order_by=["creation_time DESC"])
+    exps = [e for e in exps if e.name == tracking.EXPERIMENT or e.name.startswith("tabula/")]
+    assert exps, "the store holds no tabula experiment"
     exp = exps[0]
     kind = f"tags.`{tracking.TAG_KIND}`"
-    parents = client.search_runs([exp.experiment_id], f"{kind} = 'pipeline'", max_results=1)
+    parents = client.search_runs(
+        [exp.experiment_id], f"{kind} = 'pipeline'", max_results=1, order_by=["start_time DESC"]
+    )
     assert parents, f"{exp.name} holds no pipeline run"
     parent = parents[0]
     children = client.search_runs(

@@ -54,7 +54,7 @@ def test_a_run_plays_gnugo_logs_the_margin_and_skips_a_missing_engine(
     assert skipped_notes(rows) == ["engine not played: /nonexistent/engine is not installed"]
 
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
-    exp = client.get_experiment_by_name(f"tabula/{layout.run}")
+    exp = client.get_experiment_by_name(tracking.experiment_name())
     child = next(
         r
         for r in client.search_runs([exp.experiment_id])

@@ -80,7 +80,7 @@ def test_selfplay_runs_on_dask_workers_and_matches_a_local_run(
 
     # MLflow and DVC as usual: an iteration run with self-play metrics, everything pushed.
     client = tracking.connect(tiny_config.pipeline.mlflow_tracking_uri, project)
-    exp = client.get_experiment_by_name(f"tabula/{layout.run}")
+    exp = client.get_experiment_by_name(tracking.experiment_name())
     runs = client.search_runs([exp.experiment_id])
     child = next(r for r in runs if r.data.tags.get(tracking.TAG_KIND) == "iteration")
     assert child.data.metrics["selfplay/games"] == tiny_config.selfplay.games

@@ -29,7 +29,7 @@ def test_two_iterations_leave_everything_traceable(two_iterations):
 
     # MLflow: a parent run with two iteration children, metrics, datasets, model versions.
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
-    exp = client.get_experiment_by_name(f"tabula/{layout.run}")
+    exp = client.get_experiment_by_name(tracking.experiment_name())
     runs = client.search_runs([exp.experiment_id])
     parents = [r for r in runs if r.data.tags.get(tracking.TAG_KIND) == "pipeline"]
     children = [r for r in runs if r.data.tags.get(tracking.TAG_KIND) == "iteration"]
@@ -39,12 +39,15 @@ def test_two_iterations_leave_everything_traceable(two_iterations):
     assert {"selfplay/positions", "eval/win_rate", "elo"} <= set(child.data.metrics)
     assert "rules.board_size" in child.data.params
     assert child.data.tags.get("git_commit")
+    sha = child.data.tags["git_commit"].removesuffix("-dirty")
+    assert child.data.tags.get("mlflow.source.git.commit") == sha  # MLflow's own tag
+    assert exp.name == "tabula" and exp.tags["mlflow.experimentKind"] == "custom_model_development"
     inputs = child.inputs.dataset_inputs
     digests = {d.dataset.name: d.dataset.digest for d in inputs}
     assert "selfplay-iter-0002" in digests and "selfplay-iter-0001" in digests
     lock = (layout.iteration(2) / "dvc.lock").read_text()
     assert all(d[:8] in lock for d in digests.values())
-    name = cfg.pipeline.registered_model_for(cfg.rules.board_size)
+    name = cfg.pipeline.registered_model_name()
     versions = client.search_model_versions(f"name = '{name}'")
     assert len(versions) == 2
     champion = (

@@ -40,7 +40,7 @@ def test_reproduce_iteration_in_a_fresh_clone_matches(clone):
 
 def test_reproduce_a_registered_version_and_detect_a_tampered_shard(clone):
     cfg, fresh, uri, remote = clone
-    name = cfg.pipeline.registered_model_for(cfg.rules.board_size)
+    name = cfg.pipeline.registered_model_name()
     assert reproduce(f"models:/{name}/2", str(fresh), cfg.pipeline.name, uri, remote).match
     layout = RunLayout(fresh, cfg.pipeline.data_dir, cfg.pipeline.name)
     shard = sorted(layout.selfplay(2).rglob("*.parquet"))[0]

@@ -41,7 +41,7 @@ def test_killed_run_resumes_with_nothing_lost_or_doubled(
         assert runs.selfplay_outs(layout, i) == runs.selfplay_outs(expected, i)
         assert not list(layout.iteration(i).rglob("*.tmp"))
     client = tracking.connect(tiny_config.pipeline.mlflow_tracking_uri, project)
-    exp = client.get_experiment_by_name(f"tabula/{layout.run}")
+    exp = client.get_experiment_by_name(tracking.experiment_name())
     mlflow_runs = client.search_runs([exp.experiment_id])
     kinds = [
         (r.data.tags.get(tracking.TAG_KIND), r.data.tags.get(tracking.TAG_ITERATION))

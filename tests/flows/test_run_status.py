@@ -22,7 +22,7 @@ def statuses(project) -> dict[str, str]:
     """{"pipeline" or "iter-N": status} of the tiny run's MLflow runs."""
     cfg = load_config(None, TINY)
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
-    exp = client.get_experiment_by_name(f"tabula/{runs.RUN}")
+    exp = client.get_experiment_by_name(tracking.experiment_name())
     if exp is None:
         return {}
     out = {}

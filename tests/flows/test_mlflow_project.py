@@ -1,0 +1,94 @@
+"""MLflow as its users expect it: ``MLFLOW_TRACKING_URI`` honoured, every run of a project in
+one experiment (marked as model training), each run with its own registered model and
+``champion``, and each checkpoint an MLflow PyTorch model that ``mlflow.pytorch.load_model``
+loads from ``models:/NAME@champion`` with the outputs of the network ``tabula gtp`` plays.
+Two real ``tabula run`` subprocesses (no gating, so each promotes) against one SQLite store
+outside the project."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from model.files import file_sha256
+from model.network import load_checkpoint, weights_sha256
+from tabula.errors import UsageError
+from tabula.features import NUM_PLANES
+from tasks import tracking
+from tasks.layout import RunLayout
+from tasks.resume import champion
+from tests import pipeline_runs as runs
+from tests.repos import make_user_repo
+
+pytestmark = pytest.mark.slow
+
+RUNS = ("tiny", "tiny-b")
+
+
+@pytest.fixture(scope="module")
+def store(prefect_server, tmp_path_factory):
+    """Two one-iteration runs of one project, tracked where ``MLFLOW_TRACKING_URI`` says."""
+    root = tmp_path_factory.mktemp("mlflow-project")
+    project = runs.clone(make_user_repo(root / "user"), root / "project")
+    uri = f"sqlite:///{root / 'elsewhere' / 'mlflow.db'}"
+    for name in RUNS:
+        extra = [f"pipeline.name={name}", "evaluation.gating=false"]
+        runs.run(project, 1, prefect_server, extra=extra, env={"MLFLOW_TRACKING_URI": uri})
+    return project, uri
+
+
+def test_the_environment_names_the_store(store):
+    project, uri = store
+    assert not (project / "mlflow" / "mlflow.db").exists()
+    client = tracking.connect(uri)
+    exp = client.get_experiment_by_name(tracking.EXPERIMENT)
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    parents = client.search_runs([exp.experiment_id], f"tags.`{tracking.TAG_KIND}` = 'pipeline'")
+    assert sorted(r.data.tags[tracking.TAG_RUN] for r in parents) == sorted(RUNS)
+    assert {e.name for e in client.search_experiments()} == {tracking.EXPERIMENT, "Default"}
+
+
+def test_each_run_keeps_its_champion(store):
+    project, uri = store
+    client = tracking.connect(uri)
+    for name in RUNS:
+        version = client.get_model_version_by_alias(f"tabula-{name}", "champion")
+        assert version.tags[tracking.TAG_RUN] == name
+        layout = RunLayout(project, "data", name)
+        best = champion(layout)
+        assert best is not None and (best.iteration, str(best.version)) == (1, str(version.version))
+        net, _ = load_checkpoint(layout.model(1))
+        assert version.tags[tracking.TAG_SHA] == weights_sha256(net)
+
+
+def test_the_champion_loads_as_an_mlflow_pytorch_model(store, tmp_path, monkeypatch):
+    import mlflow.pytorch
+
+    import mlflow
+
+    project, uri = store
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # mlflow's own default store
+    loaded = mlflow.pytorch.load_model(f"models:/tabula-{RUNS[1]}@champion")
+    info = mlflow.models.get_model_info(f"models:/tabula-{RUNS[1]}@champion")
+    assert [s.name for s in info.signature.outputs.inputs] == ["policy", "value"]
+    assert info.metadata[tracking.TAG_RUN] == RUNS[1]
+
+    # What `tabula gtp --model models:/tabula-tiny-b@champion` plays: the checkpoint behind it.
+    layout = RunLayout(project, "data", RUNS[1])
+    path, _ = tracking.resolve_model(
+        f"models:/tabula-{RUNS[1]}@champion", "sqlite:///mlflow/mlflow.db", project, tmp_path
+    )
+    assert file_sha256(path) == file_sha256(layout.model(1))
+    net, _ = load_checkpoint(path)
+    x = torch.from_numpy(np.random.default_rng(0).random((5, NUM_PLANES, 5, 5), np.float32))
+    with torch.no_grad():
+        expected, got = net(x), loaded(x)
+    assert torch.allclose(got[0], expected[0], atol=1e-6)
+    assert torch.allclose(got[1], expected[1], atol=1e-6)
+
+
+def test_an_unknown_model_is_one_line(store, tmp_path):
+    project, uri = store
+    with pytest.raises(UsageError, match=r"models:/nope@champion: .*tabula-tiny"):
+        tracking.resolve_model("models:/nope@champion", uri, project, tmp_path)
