@@ -17,6 +17,7 @@ from tabula.arena import Failure, MoveRequest
 from tabula.config import Config
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, Evaluate, SearchError, SearchParams
+from tabula.mcts.analysis import Analysis
 
 
 def network_player(
@@ -81,6 +82,10 @@ class RawNetworkPlayer:
         answer = self.genmoves([MoveRequest(0, game, color)])[0]
         assert isinstance(answer, int)
         return answer
+
+    def network_view(self, game: Game, color: int) -> tuple[np.ndarray, float]:
+        """`tabula.analyze.NetworkView`."""
+        return _network_view(self.evaluate, game, color, self._rng)
 
 
 class MctsPlayer:
@@ -158,3 +163,21 @@ class MctsPlayer:
         search.reset(0, rng, _as_to_play(game, color))
         search.search([0], self.evaluate, max_batch=self.max_batch)
         return int(search.decide([0], tau=0.0).move[0])
+
+    def analysis(self, game: Game, color: int) -> Analysis:
+        """`tabula.analyze.Analyst`: a PUCT search of `game` that grows while a GUI watches."""
+        rng = np.random.default_rng([self.seed, game.move_number])
+        return Analysis(_as_to_play(game, color), self.params, self.evaluate, rng, self.max_batch)
+
+    def network_view(self, game: Game, color: int) -> tuple[np.ndarray, float]:
+        """`tabula.analyze.NetworkView`."""
+        rng = np.random.default_rng([self.seed, game.move_number])
+        return _network_view(self.evaluate, game, color, rng)
+
+
+def _network_view(
+    evaluate: Evaluate, game: Game, color: int, rng: np.random.Generator
+) -> tuple[np.ndarray, float]:
+    """The network's priors float[M+1] and value for `game` with `color` to move."""
+    priors, values = evaluate(_as_to_play(game, color).features()[None], rng)
+    return np.asarray(priors[0], dtype=np.float64), float(values[0])

@@ -17,7 +17,14 @@ that is not b/black/w/white, a token that is not a vertex/int/float); ``illegal 
 ``unacceptable size`` (boardsize outside 5..19); ``cannot undo`` (no move to take back).
 
 Moves come from a pluggable `Player`: `tabula.players.RandomPlayer`, the network players of
-`model.players` and the GTP engines of `tasks.engines` implement it.
+`model.players` and the GTP engines of `tasks.engines` implement it. A player that can also
+search a position for a GUI (`tabula.analyze.Analyst`: the network + MCTS player) adds
+``lz-analyze``; one that can show its network's view (`tabula.analyze.NetworkView`: both
+network players) adds GoGui's analyze commands (`tabula.analyze` has the formats).
+``lz-analyze`` is the one command whose response streams: `run` writes its ``info`` lines until
+the next command arrives (a line waiting on a file descriptor; an in-memory stream gets one
+line), and the response ends with the empty line that precedes the next response (or the end
+of input).
 Vertices are GTP coordinates (A..T without I, row 1 at the bottom, see `tabula.go.coords`).
 """
 
@@ -25,11 +32,22 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from collections.abc import Callable
 from typing import Protocol, TextIO
 
 import numpy as np
 
+from tabula.analyze import (
+    GOGUI_COMMANDS,
+    AnalyzeArgsError,
+    LineReader,
+    Streaming,
+    lz_line,
+    parse_lz_analyze,
+    policy_gfx,
+    value_text,
+)
 from tabula.go import coords
 from tabula.go.coords import MAX_SIZE, MIN_SIZE
 from tabula.go.game import Game, IllegalMoveError
@@ -125,6 +143,7 @@ class GtpEngine:
         self.komi = komi
         self.game = Game(size=size, komi=komi)
         self.wants_quit = False
+        self._streaming: Streaming | None = None
         self._commands: dict[str, Callable[[list[str]], str]] = {
             "protocol_version": self._protocol_version,
             "name": self._name,
@@ -146,12 +165,28 @@ class GtpEngine:
             "time_settings": self._time_settings,
             "time_left": self._time_left,
         }
+        if callable(getattr(player, "analysis", None)):
+            self._commands["lz-analyze"] = self._lz_analyze
+        if callable(getattr(player, "network_view", None)):
+            self._commands["gogui-analyze_commands"] = self._gogui_analyze_commands
+            self._commands["tabula-policy"] = self._tabula_policy
+            self._commands["tabula-value"] = self._tabula_value
 
     def handle(self, line: str) -> str | None:
         """Answer one GTP line; None for lines that are empty after pre-processing."""
         tokens = preprocess(line).split()
         if not tokens:
             return None
+        return self.end_analysis() + self._answer(tokens)
+
+    def end_analysis(self) -> str:
+        """The end of an open ``lz-analyze`` response (its empty line), or ""."""
+        if self._streaming is None:
+            return ""
+        self._streaming = None
+        return "\n"
+
+    def _answer(self, tokens: list[str]) -> str:
         cmd_id = ""
         if _ID.fullmatch(tokens[0]):
             cmd_id, tokens = tokens[0], tokens[1:]
@@ -161,15 +196,21 @@ class GtpEngine:
         if command is None:
             return _format(False, cmd_id, "unknown command")
         try:
-            return _format(True, cmd_id, command(tokens[1:]))
+            text = command(tokens[1:])
+            if self._streaming is not None:  # lz-analyze: the info lines follow in `run`
+                return f"={cmd_id}\n"
+            return _format(True, cmd_id, text)
         except _GtpFailure as failure:
             return _format(False, cmd_id, str(failure))
         except Exception as error:  # noqa: BLE001 - last resort: a Player bug must not kill GTP
             return _format(False, cmd_id, f"internal error: {type(error).__name__}")
 
-    def run(self, inp: TextIO, out: TextIO) -> None:
-        """Answer `inp` line by line on `out`, flushing after each response, until quit/EOF."""
+    def run(self, inp: TextIO | LineReader, out: TextIO) -> None:
+        """Answer `inp` line by line on `out`, flushing after each response, until quit/EOF;
+        an ``lz-analyze`` streams until the next line arrives (`LineReader.waiting`)."""
         while not self.wants_quit:
+            if self._streaming is not None:
+                self._stream(inp, out)
             line = inp.readline()
             if not line:
                 break
@@ -177,6 +218,24 @@ class GtpEngine:
             if response is not None:
                 out.write(response)
                 out.flush()
+        out.write(self.end_analysis())
+        out.flush()
+
+    def _stream(self, inp: TextIO | LineReader, out: TextIO) -> None:
+        """Search and write ``info`` lines every interval until a line waits on `inp` (at
+        least one line; an in-memory stream gets exactly one) or the search is full."""
+        streaming = self._streaming
+        assert streaming is not None
+        waiting = inp.waiting if isinstance(inp, LineReader) else None
+        for moves in streaming.steps:
+            now = time.monotonic()
+            stop = waiting is None or waiting()
+            if (stop and not streaming.lines) or now - streaming.last >= streaming.request.interval:
+                out.write(lz_line(moves[: streaming.request.max_moves], self.size) + "\n")
+                out.flush()
+                streaming.last, streaming.lines = now, streaming.lines + 1
+            if stop:
+                return
 
     # -- administrative commands -------------------------------------------------------
 
@@ -305,6 +364,40 @@ class GtpEngine:
         self.game.undo()
         return ""
 
+    # -- analysis ----------------------------------------------------------------------------
+
+    def _lz_analyze(self, args: list[str]) -> str:
+        try:
+            request = parse_lz_analyze(args)
+        except AnalyzeArgsError:
+            raise _syntax_error() from None
+        colour = self.game.to_play if request.colour is None else request.colour
+        analysis = self.player.analysis(self.game.copy(), colour)  # type: ignore[attr-defined]
+        self._streaming = Streaming(request, analysis.steps())
+        return ""
+
+    def _gogui_analyze_commands(self, args: list[str]) -> str:
+        self._no_args(args)
+        return "\n".join(GOGUI_COMMANDS)
+
+    def _network_view(self, args: list[str]) -> tuple[np.ndarray, float, int]:
+        if len(args) > 1:
+            raise _syntax_error()
+        colour = _parse_colour(args[0]) if args else self.game.to_play
+        view = self.player.network_view  # type: ignore[attr-defined]
+        priors, value = view(self.game.copy(), colour)
+        return priors, value, colour
+
+    def _tabula_policy(self, args: list[str]) -> str:
+        priors, _, colour = self._network_view(args)
+        game = self.game.copy()
+        game.to_play = colour
+        return policy_gfx(priors, game.legal_mask(), self.size)
+
+    def _tabula_value(self, args: list[str]) -> str:
+        _, value, colour = self._network_view(args)
+        return value_text(value, colour)
+
     # -- information -------------------------------------------------------------------------
 
     def _showboard(self, args: list[str]) -> str:
@@ -342,13 +435,21 @@ def serve(
 ) -> None:
     """Run a GTP engine on `inp`/`out` until ``quit`` or end of input (the `tabula gtp` CLI).
 
-    `inp`/`out` default to the process's stdin/stdout (looked up at call time). Undecodable
-    input bytes are replaced rather than raised (a controller may send junk).
+    `inp`/`out` default to the process's stdin/stdout (looked up at call time). A stream with a
+    file descriptor is read through `LineReader` (so that ``lz-analyze`` sees the next command
+    arrive). Undecodable input bytes are replaced rather than raised (a controller may send
+    junk).
     Raises ValueError for a size outside 5..19.
     """
     inp = sys.stdin if inp is None else inp
     out = sys.stdout if out is None else out
-    reconfigure = getattr(inp, "reconfigure", None)
-    if reconfigure is not None:
-        reconfigure(errors="replace")
-    GtpEngine(player, size=size, komi=komi).run(inp, out)
+    engine = GtpEngine(player, size=size, komi=komi)
+    try:
+        fd = inp.fileno()
+    except (AttributeError, OSError, ValueError):  # in memory (io.UnsupportedOperation)
+        reconfigure = getattr(inp, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
+        engine.run(inp, out)
+        return
+    engine.run(LineReader(fd), out)

@@ -56,6 +56,22 @@ class GtpPipe:
         response, self._buffer = self._buffer.split(b"\n\n", 1)
         return response.decode() + "\n\n"
 
+    def read_line(self) -> str:
+        """One line (without its newline), e.g. of a streaming ``lz-analyze`` response."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + self.timeout
+        while b"\n" not in self._buffer:
+            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                raise AssertionError(f"no line within {self.timeout}s: {self._buffer!r}")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise AssertionError(f"engine closed its output: {self._buffer!r}")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()
+
     def ask(self, command: str) -> str:
         self.send_raw(command.encode() + b"\n")
         return self.read_response()
