@@ -17,11 +17,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from model.files import write_text
+import yaml
+
+from model.files import write_json, write_text
 from tabula.config import Config, ConfigError, config_to_flat_dict, dump_config, parse_config
 from tabula.plan import IterationPlan
 from tasks.layout import RunLayout
-from tasks.records import TrainRecord
+from tasks.records import EvaluationRecord, Stage, TrainRecord
+from tasks.resume import finished
 from tasks.versioning import write_stage_file
 
 PARAMS = "../params.yaml"
@@ -83,6 +86,89 @@ def write_iteration_stages(layout: RunLayout, plan: IterationPlan) -> Path:
     path = layout.stage_file(i)
     write_stage_file(path, stages)
     return path
+
+
+def write_run_reports(layout: RunLayout, iterations: int) -> list[Path]:
+    """The run's DVC metrics and plots over its finished iterations 1..``iterations``, and the
+    ``dvc.yaml`` that declares them (with the run's ``params.yaml``), in ``data/<run>/``:
+
+    - ``metrics.json``: the last iteration's Elo with its interval, gate win rate, losses, and
+      score and mean margin against each anchor (``dvc metrics show``, ``dvc metrics diff``
+      between two iteration tags);
+    - ``plots/elo.csv`` (iteration, elo, low, high), ``plots/loss.csv`` (iteration, global
+      step, loss, policy_loss, value_loss) and ``plots/anchors.csv`` (iteration, score and
+      margin per anchor): ``dvc plots show`` draws the Elo, loss and anchor curves.
+
+    Plain files (DVC's ``cache: false``): the run commits them to its branch with the stage
+    files (`tasks.stages.record_lineage`). Returns the paths written."""
+    elo, loss, anchors, metrics = [], [], [], {}
+    names: list[str] = []
+    for i in range(1, iterations + 1):
+        train = finished(layout, i, Stage.TRAIN, TrainRecord)
+        evaluation = finished(layout, i, Stage.EVALUATE, EvaluationRecord)
+        if train is None or evaluation is None:
+            continue
+        result = train.trained.result
+        losses = {"loss": result.loss, "policy_loss": result.policy_loss,
+                  "value_loss": result.value_loss}  # fmt: skip
+        loss.append({"iteration": i, "step": result.global_step, **losses})
+        metrics = {"iteration": i, **losses}
+        if evaluation.elo is not None:
+            fit = evaluation.elo
+            elo.append({"iteration": i, "elo": fit.elo, "low": fit.low, "high": fit.high})
+            metrics.update({"elo": fit.elo, "elo_low": fit.low, "elo_high": fit.high})
+        if evaluation.gate.decision.games:
+            metrics["win_rate"] = evaluation.gate.decision.win_rate
+        row: dict[str, Any] = {"iteration": i}
+        for name, match in sorted(evaluation.anchors.items()):
+            names += [] if name in names else [name]
+            row[f"score_vs_{name}"] = match.score
+            metrics[f"score_vs_{name}"] = match.score
+            if match.summary.mean_margin is not None:
+                row[f"margin_vs_{name}"] = match.summary.mean_margin
+                metrics[f"margin_vs_{name}"] = match.summary.mean_margin
+        anchors.append(row)
+    root = layout.root
+    written = [
+        write_json(root / "metrics.json", metrics),
+        _write_csv(root / "plots" / "elo.csv", ["iteration", "elo", "low", "high"], elo),
+        _write_csv(
+            root / "plots" / "loss.csv",
+            ["iteration", "step", "loss", "policy_loss", "value_loss"],
+            loss,
+        ),  # fmt: skip
+    ]
+    columns = ["iteration"] + [f"{k}_vs_{n}" for n in names for k in ("score", "margin")]
+    written.append(_write_csv(root / "plots" / "anchors.csv", columns, anchors))
+    plots: list[dict[str, Any]] = [
+        {"Elo": {"x": "iteration", "y": {"plots/elo.csv": "elo"}, "y_label": "Elo"}},
+        {
+            "Training loss": {
+                "x": "step",
+                "y": {"plots/loss.csv": ["loss", "policy_loss", "value_loss"]},
+            }
+        },  # fmt: skip
+    ]
+    if len(columns) > 1:
+        plots.append({"Anchors": {"x": "iteration", "y": {"plots/anchors.csv": columns[1:]}}})
+    spec = {"params": ["params.yaml"], "metrics": ["metrics.json"], "plots": plots}
+    written.append(
+        write_text(root / "dvc.yaml", REPORTS_HEADER + yaml.safe_dump(spec, sort_keys=False))
+    )
+    return written
+
+
+REPORTS_HEADER = (
+    "# Written by tabula after each iteration (tasks.lineage.write_run_reports): this run's\n"
+    "# params, metrics and plots for `dvc params diff`, `dvc metrics diff`, `dvc plots show`.\n"
+)
+
+
+def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:
+    lines = [",".join(columns)]
+    lines += [",".join("" if r.get(c) is None else f"{r[c]:.6g}" if isinstance(r[c], float)
+                       else str(r[c]) for c in columns) for r in rows]  # fmt: skip
+    return write_text(path, "\n".join(lines) + "\n")
 
 
 #: What a resume may change: how far the run goes and where its work runs, never what it

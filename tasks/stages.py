@@ -453,12 +453,16 @@ def dvc_commit(layout: RunLayout, iteration: int, stage: str) -> dict[str, str]:
 
 @task(name="record-lineage", task_run_name="lineage-i{iteration}", **IO_RETRIES)
 def record_lineage(layout: RunLayout, iteration: int, message: str) -> str | None:
-    """Commit the run's stage files and locks to ``tabula/runs/<run>``; tag the iteration."""
+    """Write the run's DVC metrics and plots (`tasks.lineage.write_run_reports`), then commit
+    them with the stage files and locks to ``tabula/runs/<run>``; tag the iteration."""
+    from tasks.lineage import write_run_reports
     from tasks.versioning import record_on_run_branch
 
     kill_point("lineage")
     root = layout.root
+    reports = write_run_reports(layout, iteration) if iteration > 0 else []
     files = [
+        *reports,
         layout.params,
         layout.champion,
         *root.glob("iter-*/dvc.yaml"),

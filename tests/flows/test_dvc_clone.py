@@ -5,6 +5,7 @@ commit, and a fresh clone of the lineage pulls the data back with the README's t
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -63,7 +64,7 @@ def test_what_git_shows_is_committed_to_the_lineage(ran):
         state, name = line[:2], line[3:]
         assert state == "??", line
         assert Path(name).name in ("dvc.yaml", "dvc.lock", ".gitignore"), line
-        assert name.startswith(f"data/{runs.RUN}/iter-"), line
+        assert name.startswith(f"data/{runs.RUN}/"), line
         assert sh(ran, "git", "show", f"{BRANCH}:{name}") == (ran / name).read_text(), name
     # The lineage sits on the code commit that ran it.
     sh(ran, "git", "merge-base", "--is-ancestor", "main", BRANCH)
@@ -79,3 +80,20 @@ def test_a_fresh_clone_of_the_lineage_pulls_the_data(ran, tmp_path):
     model = f"data/{runs.RUN}/iter-0002/model/model.pt"
     assert (fresh / model).read_bytes() == (ran / model).read_bytes()
     assert "up to date" in sh(fresh, DVC, "status")
+
+
+def test_metrics_and_plots_of_the_run(ran):
+    """``dvc metrics diff`` between two iteration tags, and the run's plots."""
+    tags = [f"tabula/{runs.RUN}/iter-{i:04d}" for i in (1, 2)]
+    diff = json.loads(sh(ran, DVC, "metrics", "diff", *tags, "--json"))
+    changed = diff[f"data/{runs.RUN}/metrics.json"]
+    assert changed["iteration"] == {"old": 1, "new": 2, "diff": 1}
+    assert {"loss", "elo", "score_vs_random"} <= set(changed)
+    shown = json.loads(sh(ran, DVC, "metrics", "show", "--json"))
+    assert shown  # the workspace's metrics: the run's last iteration
+    plots = json.loads(sh(ran, DVC, "plots", "show", "--json"))["data"]
+    elo = next(v for k, v in plots.items() if k.endswith("Elo"))
+    points = elo[0]["content"]["data"]["values"]
+    assert [int(p["iteration"]) for p in points] == [1, 2]
+    assert any(k.endswith("Training loss") for k in plots)
+    assert "params.yaml" in sh(ran, DVC, "params", "diff", "--all")
