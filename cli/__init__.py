@@ -218,15 +218,21 @@ def train(
 def init_model(
     out: Annotated[Path, typer.Option(help="Checkpoint file to write.")],
     seed: Annotated[int, typer.Option(help="Initialisation seed.")] = 0,
+    run: Annotated[
+        str | None, typer.Option(help="The run it starts: its metadata as the pipeline's.")
+    ] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Write a randomly initialised network (iteration 0 of a run)."""
     from model.network import network_for, save_checkpoint
+    from tasks.lineage import init_metadata
 
     cfg = _config(config, set_)
     net = network_for(cfg, seed)
-    save_checkpoint(out, net, {"model_id": out.stem, "seed": seed, "global_step": 0})
+    meta = init_metadata(run, seed) if run else {"model_id": out.stem, "seed": seed,
+                                                 "global_step": 0}  # fmt: skip
+    save_checkpoint(out, net, meta)
     typer.echo(f"wrote {out}")
 
 

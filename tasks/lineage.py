@@ -34,10 +34,43 @@ def _rel(layout: RunLayout, target: Path, i: int) -> str:
     return os.path.relpath(target, layout.iteration(i))
 
 
+#: Why the iteration stages are ``frozen`` (DVC's ``desc``): their commands (the same
+#: ``tabula`` commands a user can run by hand) do not redo exactly what the pipeline ran, so
+#: ``dvc repro`` verifies their outputs instead of rewriting them; ``tabula reproduce`` is the
+#: reproduction check of a checkpoint.
+FROZEN_WHY = {
+    "selfplay": "frozen: the pipeline ran several workers, each with its own seed and folder"
+    " (selfplay/worker-WW), and the resignation threshold carried over from the previous"
+    " iteration; this command plays one worker's games",
+    "train": "frozen: the pipeline's checkpoint carries the run's lineage metadata and its"
+    " run-wide rate schedule; check a checkpoint with `tabula reproduce RUN/ITERATION`",
+    "evaluate": "frozen: the pipeline also played the anchors and added every game to the run's"
+    " results store (data/<run>/results), which DVC does not track",
+}
+
+
+def init_metadata(run: str, seed: int) -> dict[str, Any]:
+    """The metadata of a run's randomly initialised checkpoint (the pipeline's ``init`` stage
+    and ``tabula init-model --run``, so that ``dvc repro`` of ``init`` redoes it exactly)."""
+    return {
+        "model_id": f"{run}/iter-0000",
+        "seed": seed,
+        "global_step": 0,
+        "parent": None,
+        "run": run,
+        "iteration": 0,
+    }
+
+
 def write_init_stage(layout: RunLayout, seed: int) -> Path:
+    """Iteration 0's stage: exact (``dvc repro -f -s ...iter-0000/dvc.yaml:init`` rebuilds the
+    same bytes), so not frozen."""
     stage = {
         "init": {
-            "cmd": f"tabula init-model --config {PARAMS} --seed {seed} --out model/model.pt",
+            "cmd": (
+                f"tabula init-model --config {PARAMS} --seed {seed} --run {layout.run} "
+                "--out model/model.pt"
+            ),
             "params": [{PARAMS: ["rules", "network"]}],
             "outs": ["model"],
         }
@@ -83,6 +116,8 @@ def write_iteration_stages(layout: RunLayout, plan: IterationPlan) -> Path:
             "outs": ["match"],
         },
     }
+    for name, stage in stages.items():
+        stage.update({"desc": FROZEN_WHY[name], "frozen": True})
     path = layout.stage_file(i)
     write_stage_file(path, stages)
     return path

@@ -107,18 +107,11 @@ def set_champion(layout: RunLayout, iteration: int, version: int | str | None) -
 def init_model(cfg: Config, layout: RunLayout, seed: int) -> InitRecord:
     """The randomly initialised network that starts the run (iteration 0)."""
     from model.network import network_for, save_checkpoint, weights_sha256
+    from tasks.lineage import init_metadata
 
     reset_dir(layout.model_dir(0))
     net = network_for(cfg, seed)
-    meta = {
-        "model_id": layout.model_id(0),
-        "seed": seed,
-        "global_step": 0,
-        "parent": None,
-        "run": layout.run,
-        "iteration": 0,
-    }
-    save_checkpoint(layout.model(0), net, meta)
+    save_checkpoint(layout.model(0), net, init_metadata(layout.run, seed))
     return InitRecord(model=layout.rel(layout.model(0)), sha256=weights_sha256(net))
 
 

@@ -183,9 +183,11 @@ def changed_deps(project: Path, stage_file: Path, stage: str) -> dict[str, str]:
     target = f"{stage_file.resolve().relative_to(project.resolve())}:{stage}"
     changed: dict[str, str] = {}
     with _repo(project) as repo:
-        for entry in repo.status(targets=[target]).get(target, []):
-            if isinstance(entry, dict):
-                changed.update(entry.get("changed deps", {}))
+        for found in repo.stage.collect(target):
+            found.frozen = False  # (in memory) DVC's status leaves a frozen stage's deps out
+            for entry in found.status().get(found.addressing, []):
+                if isinstance(entry, dict):
+                    changed.update(entry.get("changed deps", {}))
     return changed
 
 
