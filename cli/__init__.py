@@ -10,9 +10,10 @@ else is a bug and shows its traceback. Nothing here holds logic of its own.
 
 Wherever it is run (``make run``, ``.venv/bin/tabula``, a deployment), `tabula` sets its own
 defaults for the tools underneath before importing them, unless the environment already sets
-them: Prefect's analytics off and its log level WARNING, 120 s for Prefect's temporary server to
-start on a busy machine, MLflow's and DVC's usage telemetry off, no MLflow download bars
-(``QUIET_DEFAULTS``).
+them: Prefect's analytics off and its log level WARNING (its run loggers at INFO, sent to the
+Prefect API and shown on flow run pages but not in the terminal), 120 s for Prefect's temporary
+server to start on a busy machine, MLflow's and DVC's usage telemetry off, no MLflow download
+bars (``QUIET_DEFAULTS``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ from tabula.errors import TabulaError, UsageError, first_line
 QUIET_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_LOGGING_LEVEL": "WARNING",
+    # Stage lines go to the flow run's page in the Prefect UI, not to the terminal.
+    "PREFECT_LOGGING_LOGGERS_PREFECT_FLOW_RUNS_LEVEL": "INFO",
+    "PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL": "INFO",
+    "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     "MLFLOW_DISABLE_TELEMETRY": "true",
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",

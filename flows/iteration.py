@@ -17,6 +17,7 @@ from tabula.config import Config, parse_config
 from tabula.ladder import anchor_label
 from tabula.plan import IterationPlan, derive_seed, with_v_resign, worker_games
 from tasks import record, stages
+from tasks.control import IterationProgress
 from tasks.layout import RunLayout
 from tasks.lineage import checkpoint_tags, write_iteration_stages
 from tasks.records import (
@@ -28,6 +29,14 @@ from tasks.records import (
 )
 from tasks.resume import finished, resumable
 from tasks.summary import SummaryRow, publish_summary
+
+#: The iteration's stages and their records (what the flow run logs as they finish).
+STAGE_RECORDS = {
+    Stage.SELFPLAY: SelfplayRecord,
+    Stage.TRAIN: TrainRecord,
+    Stage.EVALUATE: EvaluationRecord,
+    Stage.PROMOTE: PromotionRecord,
+}
 
 
 @resumable(Stage.SELFPLAY, SelfplayRecord)
@@ -157,13 +166,19 @@ def iteration(
     tags = {**tags, "prefect.flow_run_id": str(flow_run.id or "")}
     child = record.open_iteration_run(cfg, layout, i, parent_run_id, tags)
     runs = [child, parent_run_id]
+    progress = IterationProgress(layout, i, child, record.run_link(cfg, layout, child))
+    found = {s for s, r in STAGE_RECORDS.items() if finished(layout, i, s, r) is not None}
     try:
         previous = finished(layout, i - 1, Stage.SELFPLAY, SelfplayRecord)
         v_resign = None if previous is None else previous.v_resign_next
         selfplay = run_selfplay(cfg, layout, plan, runs, v_resign)
+        progress.done(Stage.SELFPLAY, selfplay, Stage.SELFPLAY in found)
         train = run_train(cfg, layout, plan, runs, iterations or cfg.pipeline.iterations)
+        progress.done(Stage.TRAIN, train, Stage.TRAIN in found)
         evaluation = run_evaluate(cfg, layout, plan, runs)
+        progress.done(Stage.EVALUATE, evaluation, Stage.EVALUATE in found)
         promotion = run_promote(cfg, layout, plan, evaluation, train, runs, tags)
+        progress.done(Stage.PROMOTE, promotion, Stage.PROMOTE in found)
         stages.record_lineage(layout, i, f"{run}: iteration {i} (code {tags.get('git_commit')})")
         row = publish_summary(layout, i, selfplay, train, evaluation, promotion)
     except BaseException as error:  # the child run ends FAILED, or KILLED on an interrupt

@@ -67,6 +67,15 @@ def _experiment(cfg: Config, layout: RunLayout, client) -> str:
     return tracking.experiment(client, name, artifacts)
 
 
+def run_link(cfg: Config, layout: RunLayout, run_id: str) -> str | None:
+    """The MLflow UI's page of ``run_id`` when the store is a tracking server, else None."""
+    uri = tracking_uri(cfg, layout)
+    if not uri.startswith(("http://", "https://")):
+        return None
+    experiment_id = _client(cfg, layout).get_run(run_id).info.experiment_id
+    return f"{uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
 @task(name="mlflow-open-pipeline", **IO_RETRIES)
 def open_pipeline_run(cfg: Config, layout: RunLayout, tags: dict[str, str]) -> str:
     """The run's parent MLflow run (found again on resume), with the full config as params."""

@@ -79,6 +79,15 @@ def finished(
     return read_record(layout.marker(i, stage.marker_name(worker)), record)
 
 
+def finished_iterations(layout: RunLayout) -> int:
+    """How many iterations of the run have finished, counted from 1 (the last one finished
+    before the first unfinished: its ``promote`` marker, the last stage's, exists)."""
+    i = 0
+    while layout.marker(i + 1, Stage.PROMOTE.marker_name()).exists():
+        i += 1
+    return i
+
+
 def champion(layout: RunLayout) -> Champion | None:
     """The run's current champion (``champion.json``), None before the run has one."""
     return read_record(layout.champion, Champion)

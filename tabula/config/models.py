@@ -44,7 +44,8 @@ __all__ = [
     "TrainingConfig",
 ]
 
-_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # safe in paths, MLflow and DVC names
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # safe in paths, MLflow and DVC names
+_NAME = NAME_PATTERN
 _TRACKING_URI = re.compile(
     r"^(?:(?:sqlite|postgresql|mysql|mssql)(?:\+\w+)?://|https?://|databricks)"
 )

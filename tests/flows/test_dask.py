@@ -116,7 +116,9 @@ def test_deployment_entry_point_matches_prefect_yaml():
     from flows.deploy import scheduled_pipeline
 
     params = inspect.signature(scheduled_pipeline.fn).parameters
-    assert list(params) == ["config", "iterations", "name", "dask_address", "overrides", "project"]
+    assert list(params) == [
+        "config", "iterations", "more", "name", "dask_address", "overrides", "project"
+    ]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -146,15 +148,21 @@ def test_deployment_runs_the_pipeline_through_a_process_worker(prefect_server, p
         "overrides": TINY,
         "project": str(project),
     }
-    with get_client(sync_client=True) as client:
-        deployment = client.read_deployment_by_name("tabula-scheduled-pipeline/quickstart")
-        run = client.create_flow_run_from_deployment(deployment.id, parameters=parameters)
-    worker = subprocess.run([prefect, "worker", "start", "--pool", "tabula-process",
-                             "--run-once"], cwd=project, env=env, capture_output=True,
-                            text=True, timeout=600)  # fmt: skip
-    assert worker.returncode == 0, worker.stderr[-3000:]
-    with get_client(sync_client=True) as client:
-        state = client.read_flow_run(run.id).state
-    assert state is not None and state.is_completed(), (state, worker.stderr[-3000:])
     layout = RunLayout(project, "data", "tiny")
-    assert layout.marker(1, "promote").exists()
+    # A run given iterations goes to that total; the schedule's runs give none, and the
+    # deployment's `more: 1` adds one iteration each time.
+    for given, reached in ((parameters, 1), ({k: v for k, v in parameters.items()
+                                              if k != "iterations"}, 2)):  # fmt: skip
+        with get_client(sync_client=True) as client:
+            deployment = client.read_deployment_by_name("tabula-scheduled-pipeline/quickstart")
+            assert deployment.parameters["more"] == 1
+            run = client.create_flow_run_from_deployment(deployment.id, parameters=given)
+        worker = subprocess.run([prefect, "worker", "start", "--pool", "tabula-process",
+                                 "--run-once"], cwd=project, env=env, capture_output=True,
+                                text=True, timeout=600)  # fmt: skip
+        assert worker.returncode == 0, worker.stderr[-3000:]
+        with get_client(sync_client=True) as client:
+            state = client.read_flow_run(run.id).state
+        assert state is not None and state.is_completed(), (state, worker.stderr[-3000:])
+        assert layout.marker(reached, "promote").exists()
+        assert not layout.marker(reached + 1, "promote").exists()
