@@ -328,8 +328,11 @@ def resolve_model(
 
     Returns the local checkpoint file and the model version's tags (the lineage).
     """
-    client = connect(tracking_uri, project)
     resolved = resolve_uri(tracking_uri, project)
+    store = Path(resolved.removeprefix("sqlite:///")) if resolved.startswith("sqlite:///") else None
+    if store is not None and not store.is_file():  # reading a store must not create one
+        raise UsageError(f"{uri}: no MLflow store at {store} (set pipeline.mlflow_tracking_uri)")
+    client = connect(tracking_uri, project)
     rest = uri.removeprefix("models:/")
     from mlflow.exceptions import MlflowException
 

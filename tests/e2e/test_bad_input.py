@@ -157,6 +157,21 @@ def test_reproducing_an_unknown_run_names_the_runs_there(tmp_path: Path) -> None
     assert "expected ITERATION, RUN/ITERATION or models:/NAME@ALIAS" in _one_line(bad)
 
 
+def test_a_missing_mlflow_store_is_one_line_and_stays_missing(tmp_path: Path) -> None:
+    """Reading a model from a store that is not there names it; nothing is created."""
+    store = tmp_path / "none" / "mlflow.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_"))}
+    argv = [TABULA, "gtp", "--model", "models:/tabula-quickstart@champion",
+            "--set", f"pipeline.mlflow_tracking_uri=sqlite:///{store}"]  # fmt: skip
+    proc = subprocess.run(argv, cwd=tmp_path, env=env, input="", capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert _one_line(proc) == (
+        f"tabula: models:/tabula-quickstart@champion: no MLflow store at {store} "
+        "(set pipeline.mlflow_tracking_uri)"
+    )
+    assert not store.parent.exists()
+
+
 # --- 4. GTP: 10,000 random and malformed lines -------------------------------------------------
 
 GTP_LINES = 10_000
