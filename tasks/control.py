@@ -9,7 +9,7 @@ quiet. A stage found finished on a resume is logged the same way, marked as foun
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from tasks.layout import RunLayout
@@ -64,9 +64,10 @@ class IterationProgress:
         self.logger = get_run_logger()
         key = f"{layout.run}-iter-{i:04d}".lower().replace("_", "-").replace("/", "-")
         where = f"MLflow run {mlflow_run}" + (f" ({mlflow_link})" if mlflow_link else "")
-        self.artifact: UUID = create_progress_artifact(
+        artifact = create_progress_artifact(
             progress=0.0, key=f"{key}-progress", description=f"{layout.run} iteration {i}: {where}"
         )
+        self.artifact = cast(UUID, artifact)  # (sync here: no event loop runs this flow)
         if mlflow_link:
             create_link_artifact(
                 link=mlflow_link, link_text=f"{layout.run} iteration {i} in MLflow",
