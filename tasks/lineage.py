@@ -123,6 +123,14 @@ def write_iteration_stages(layout: RunLayout, plan: IterationPlan) -> Path:
     return path
 
 
+LOSS_COLUMNS = ["iteration", "step", "loss", "policy_loss", "value_loss"]
+ELO_COLUMNS = ["iteration", "elo", "low", "high"]
+REPORTS_HEADER = (
+    "# Written by tabula after each iteration (tasks.lineage.write_run_reports): this run's\n"
+    "# params, metrics and plots for `dvc params diff`, `dvc metrics diff`, `dvc plots show`.\n"
+)
+
+
 def write_run_reports(layout: RunLayout, iterations: int) -> list[Path]:
     """The run's DVC metrics and plots over its finished iterations 1..``iterations``, and the
     ``dvc.yaml`` that declares them (with the run's ``params.yaml``), in ``data/<run>/``:
@@ -136,73 +144,62 @@ def write_run_reports(layout: RunLayout, iterations: int) -> list[Path]:
 
     Plain files (DVC's ``cache: false``): the run commits them to its branch with the stage
     files (`tasks.stages.record_lineage`). Returns the paths written."""
-    elo, loss, anchors, metrics = [], [], [], {}
-    names: list[str] = []
-    for i in range(1, iterations + 1):
-        train = finished(layout, i, Stage.TRAIN, TrainRecord)
-        evaluation = finished(layout, i, Stage.EVALUATE, EvaluationRecord)
-        if train is None or evaluation is None:
-            continue
-        result = train.trained.result
-        losses = {"loss": result.loss, "policy_loss": result.policy_loss,
-                  "value_loss": result.value_loss}  # fmt: skip
-        loss.append({"iteration": i, "step": result.global_step, **losses})
-        metrics = {"iteration": i, **losses}
-        if evaluation.elo is not None:
-            fit = evaluation.elo
-            elo.append({"iteration": i, "elo": fit.elo, "low": fit.low, "high": fit.high})
-            metrics.update({"elo": fit.elo, "elo_low": fit.low, "elo_high": fit.high})
-        if evaluation.gate.decision.games:
-            metrics["win_rate"] = evaluation.gate.decision.win_rate
-        row: dict[str, Any] = {"iteration": i}
-        for name, match in sorted(evaluation.anchors.items()):
-            names += [] if name in names else [name]
-            row[f"score_vs_{name}"] = match.score
-            metrics[f"score_vs_{name}"] = match.score
-            if match.summary.mean_margin is not None:
-                row[f"margin_vs_{name}"] = match.summary.mean_margin
-                metrics[f"margin_vs_{name}"] = match.summary.mean_margin
-        anchors.append(row)
+    rows = [r for i in range(1, iterations + 1) if (r := _iteration_metrics(layout, i))]
+    anchors = sorted({k for r in rows for k in r if k.startswith(("score_vs_", "margin_vs_"))})
     root = layout.root
+    plots = root / "plots"
     written = [
-        write_json(root / "metrics.json", metrics),
-        _write_csv(root / "plots" / "elo.csv", ["iteration", "elo", "low", "high"], elo),
-        _write_csv(
-            root / "plots" / "loss.csv",
-            ["iteration", "step", "loss", "policy_loss", "value_loss"],
-            loss,
-        ),  # fmt: skip
+        write_json(root / "metrics.json", rows[-1] if rows else {}),
+        _write_csv(plots / "loss.csv", LOSS_COLUMNS, rows),
+        _write_csv(plots / "elo.csv", ELO_COLUMNS, [_elo_row(r) for r in rows if "elo" in r]),
+        _write_csv(plots / "anchors.csv", ["iteration", *anchors], rows),
     ]
-    columns = ["iteration"] + [f"{k}_vs_{n}" for n in names for k in ("score", "margin")]
-    written.append(_write_csv(root / "plots" / "anchors.csv", columns, anchors))
-    plots: list[dict[str, Any]] = [
-        {"Elo": {"x": "iteration", "y": {"plots/elo.csv": "elo"}, "y_label": "Elo"}},
-        {
-            "Training loss": {
-                "x": "step",
-                "y": {"plots/loss.csv": ["loss", "policy_loss", "value_loss"]},
-            }
-        },  # fmt: skip
+    charts: list[dict[str, Any]] = [
+        {"Elo": {"x": "iteration", "y": {"plots/elo.csv": "elo"}}},
+        {"Training loss": {"x": "step", "y": {"plots/loss.csv": LOSS_COLUMNS[2:]}}},
     ]
-    if len(columns) > 1:
-        plots.append({"Anchors": {"x": "iteration", "y": {"plots/anchors.csv": columns[1:]}}})
-    spec = {"params": ["params.yaml"], "metrics": ["metrics.json"], "plots": plots}
-    written.append(
-        write_text(root / "dvc.yaml", REPORTS_HEADER + yaml.safe_dump(spec, sort_keys=False))
-    )
-    return written
+    if anchors:
+        charts.append({"Anchors": {"x": "iteration", "y": {"plots/anchors.csv": anchors}}})
+    spec = {"params": ["params.yaml"], "metrics": ["metrics.json"], "plots": charts}
+    text = REPORTS_HEADER + yaml.safe_dump(spec, sort_keys=False)
+    return [*written, write_text(root / "dvc.yaml", text)]
 
 
-REPORTS_HEADER = (
-    "# Written by tabula after each iteration (tasks.lineage.write_run_reports): this run's\n"
-    "# params, metrics and plots for `dvc params diff`, `dvc metrics diff`, `dvc plots show`.\n"
-)
+def _elo_row(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {"iteration": metrics["iteration"], "elo": metrics["elo"],
+            "low": metrics["elo_low"], "high": metrics["elo_high"]}  # fmt: skip
+
+
+def _iteration_metrics(layout: RunLayout, i: int) -> dict[str, Any] | None:
+    """Iteration i's numbers (None before it has trained and been evaluated): its global step
+    and losses, Elo with interval, gate win rate, score and margin against each anchor."""
+    train = finished(layout, i, Stage.TRAIN, TrainRecord)
+    evaluation = finished(layout, i, Stage.EVALUATE, EvaluationRecord)
+    if train is None or evaluation is None:
+        return None
+    r = train.trained.result
+    out: dict[str, Any] = {"iteration": i, "step": r.global_step, "loss": r.loss,
+                           "policy_loss": r.policy_loss, "value_loss": r.value_loss}  # fmt: skip
+    if evaluation.elo is not None:
+        out.update(elo=evaluation.elo.elo, elo_low=evaluation.elo.low, elo_high=evaluation.elo.high)
+    if evaluation.gate.decision.games:
+        out["win_rate"] = evaluation.gate.decision.win_rate
+    for name, match in evaluation.anchors.items():
+        out[f"score_vs_{name}"] = match.score
+        if match.summary.mean_margin is not None:
+            out[f"margin_vs_{name}"] = match.summary.mean_margin
+    return out
 
 
 def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:
-    lines = [",".join(columns)]
-    lines += [",".join("" if r.get(c) is None else f"{r[c]:.6g}" if isinstance(r[c], float)
-                       else str(r[c]) for c in columns) for r in rows]  # fmt: skip
+    """``rows`` as CSV under ``columns`` (a missing value is empty, floats have 6 digits)."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return ""
+        return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+    lines = [",".join(columns), *(",".join(cell(r.get(c)) for c in columns) for r in rows)]
     return write_text(path, "\n".join(lines) + "\n")
 
 
