@@ -382,12 +382,13 @@ def reproduce(
 ) -> None:
     """Rebuild a checkpoint from its DVC lineage and compare the weights' sha256."""
     from flows.reproduce import reproduce as reproduce_flow
-    from tasks.reproduce import locate, require_run
+    from tasks.reproduce import locate, require_iteration, require_run
 
     cfg = _config(config, set_)
-    if not target.startswith("models:/"):  # an unknown run or a bad target: one line, no flow
-        run, _, _ = locate(target, _project(), cfg.pipeline.name, cfg.pipeline.data_dir, "")
+    if not target.startswith("models:/"):  # an unknown run, iteration or target: one line
+        run, i, _ = locate(target, _project(), cfg.pipeline.name, cfg.pipeline.data_dir, "")
         require_run(_project(), run, cfg.pipeline.data_dir)
+        require_iteration(_project(), run, i, cfg.pipeline.data_dir)
     _one_line_console_errors()
     result = reproduce_flow(
         target,

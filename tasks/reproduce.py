@@ -9,6 +9,7 @@ from tabula.errors import UsageError
 from tasks import tracking, versioning
 from tasks.layout import RunLayout
 from tasks.records import Stage
+from tasks.resume import finished_iterations
 
 _ITER = re.compile(r"^(?:(?P<run>[^/@:]+)/)?(?:iter-)?(?P<i>[0-9]+)$")
 
@@ -45,6 +46,18 @@ def require_run(project: Path, run: str, data_dir: str) -> None:
     if run not in known:
         runs = ", ".join(known) if known else "none yet"
         raise UsageError(f"no run {run!r} in {project} (runs: {runs})")
+
+
+def require_iteration(project: Path, run: str, i: int, data_dir: str) -> None:
+    """Refuse, in one line, an iteration of ``run`` that was never trained: no training marker
+    in the project and none on the run branch."""
+    layout = RunLayout(project, data_dir, run)
+    marker = layout.marker(i, Stage.TRAIN.marker_name())
+    if marker.exists() or versioning.on_run_branch(project, run, layout.rel(marker)):
+        return
+    done = finished_iterations(layout)
+    trained = f"iterations 1 to {done} are" if done else "no iteration is"
+    raise UsageError(f"run {run!r} has no trained iteration {i} ({trained} finished here)")
 
 
 def restore_lineage(layout: RunLayout, i: int) -> None:

@@ -247,6 +247,18 @@ def run_branches(project: Path) -> list[str]:
     return sorted(r.removeprefix(prefix) for r in refs.splitlines() if r.startswith(prefix))
 
 
+def on_run_branch(project: Path, run: str, path: str) -> bool:
+    """Whether the run branch of ``run`` holds ``path`` (relative to the project)."""
+    if not is_git_repo(project):
+        return False
+    proc = subprocess.run(
+        ["git", "cat-file", "-e", f"{RUN_BRANCH_PREFIX}{run}:{path}"],
+        cwd=project,
+        capture_output=True,
+    )
+    return proc.returncode == 0
+
+
 def restore_from_run_branch(project: Path, run: str, paths: Sequence[str]) -> None:
     """Write the run branch's copy of ``paths`` into the working tree (for a fresh clone)."""
     ref = f"{RUN_BRANCH_PREFIX}{run}"

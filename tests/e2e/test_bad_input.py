@@ -155,6 +155,11 @@ def test_reproducing_an_unknown_run_names_the_runs_there(tmp_path: Path) -> None
     bad = subprocess.run([TABULA, "reproduce", "zzz/two"], cwd=project, env=env,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert "expected ITERATION, RUN/ITERATION or models:/NAME@ALIAS" in _one_line(bad)
+    untrained = subprocess.run([TABULA, "reproduce", "mine/3"], cwd=project, env=env,
+                               capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert _one_line(untrained) == (
+        "tabula: run 'mine' has no trained iteration 3 (no iteration is finished here)"
+    )
 
 
 def test_a_missing_mlflow_store_is_one_line_and_stays_missing(tmp_path: Path) -> None:
