@@ -14,12 +14,13 @@ from uuid import UUID
 
 from tasks.layout import RunLayout
 from tasks.records import EvaluationRecord, PromotionRecord, SelfplayRecord, Stage, TrainRecord
+from tasks.summary import artifact_key
 
 #: The share of an iteration done when each stage has finished (self-play dominates).
 PROGRESS = {Stage.SELFPLAY: 60.0, Stage.TRAIN: 85.0, Stage.EVALUATE: 97.0, Stage.PROMOTE: 100.0}
 
 
-def stage_line(stage: Stage, record: Any) -> str:
+def stage_line(record: Any) -> str:
     """One line on a finished stage's record."""
     if isinstance(record, SelfplayRecord):
         return (
@@ -51,7 +52,7 @@ def stage_line(stage: Stage, record: Any) -> str:
     if isinstance(record, PromotionRecord):
         verdict = "promoted" if record.promoted else "not promoted"
         return f"promotion: {verdict}; champion: iteration {record.champion}"
-    return f"{stage}: finished"
+    return f"{type(record).__name__}: finished"
 
 
 class IterationProgress:
@@ -62,7 +63,7 @@ class IterationProgress:
         from prefect.logging import get_run_logger
 
         self.logger = get_run_logger()
-        key = f"{layout.run}-iter-{i:04d}".lower().replace("_", "-").replace("/", "-")
+        key = artifact_key(layout, i)
         where = f"MLflow run {mlflow_run}" + (f" ({mlflow_link})" if mlflow_link else "")
         artifact = create_progress_artifact(
             progress=0.0, key=f"{key}-progress", description=f"{layout.run} iteration {i}: {where}"
@@ -78,5 +79,5 @@ class IterationProgress:
     def done(self, stage: Stage, record: Any, found: bool = False) -> None:
         from prefect.artifacts import update_progress_artifact
 
-        self.logger.info(stage_line(stage, record) + (" (finished before)" if found else ""))
+        self.logger.info(stage_line(record) + (" (finished before)" if found else ""))
         update_progress_artifact(self.artifact, PROGRESS[stage])

@@ -101,6 +101,11 @@ def with_final_ratings(
     return out
 
 
+def artifact_key(layout: RunLayout, i: int) -> str:
+    """The key of iteration i's Prefect artifacts (lower case, digits and dashes only)."""
+    return f"{layout.run}-iter-{i:04d}".lower().replace("_", "-").replace(".", "-")
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
@@ -130,7 +135,7 @@ def publish_summary(
         f"| gate decision | {gate.reason} ({gate.wins}–{gate.losses}) |",
         f"| champion | iteration {promotion.champion} |",
     ]
-    key = f"{layout.run}-iter-{i:04d}".lower().replace("_", "-").replace("/", "-")
+    key = artifact_key(layout, i)
     create_markdown_artifact(
         markdown="\n".join(lines), key=key, description=f"tabula {layout.run} iteration {i}"
     )
