@@ -2,10 +2,11 @@
 
 The store comes in two ways, and the test does not care which:
 
-* default: ``pipeline_store`` runs the real pipeline (Prefect, DVC, MLflow) for two short
-  iterations in a fresh user repository and serves the store it leaves (experiment
-  ``tabula/<run>``, a parent run with its iteration children, losses by global step, Elo by
-  iteration, DVC datasets as inputs, model versions and the ``champion`` alias);
+* default: ``pipeline_store`` runs the real pipeline (Prefect, DVC, MLflow) twice, two runs of
+  two short iterations in one fresh user repository, and serves the store they leave (the
+  experiment ``tabula``, a parent run per pipeline run with its iteration children, losses by
+  global step, Elo by iteration, DVC datasets as inputs, model versions and the ``champion``
+  alias);
 * ``TABULA_UI_STORE=DIR``: an existing store, where ``DIR`` holds ``mlflow.db`` (and
   ``artifacts/``) or is a project whose ``mlflow/`` does, e.g. after ``make run``.
 
@@ -64,6 +65,7 @@ UI_RUN = [
     "evaluation.gating_threshold=0.01",
 ]
 UI_ITERATIONS = 2
+UI_SECOND_RUN = "ui-b"
 
 
 def pipeline_store(root: Path) -> UiStore:
@@ -77,6 +79,9 @@ def pipeline_store(root: Path) -> UiStore:
     rows = run_pipeline(load_config(None, UI_RUN), project, iterations=UI_ITERATIONS)
     # The UI must show a champion alias; with a fixed seed the gates decide the same each time.
     assert any(r.promoted for r in rows), f"no promotion in the UI run: {rows}"
+    # A second run of the project, to compare with the first (its Elo beside the first's).
+    second = load_config(None, [*UI_RUN, f"pipeline.name={UI_SECOND_RUN}", "pipeline.seed=1"])
+    run_pipeline(second, project, iterations=UI_ITERATIONS)
     return UiStore(
         f"sqlite:///{project / 'mlflow' / 'mlflow.db'}", project / "mlflow" / "artifacts"
     )

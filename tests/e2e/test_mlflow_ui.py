@@ -20,11 +20,13 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from playwright.sync_api import expect
 
 from cli.ui import UiError, start_ui, ui_command
+from tasks.tracking import TAG_KIND
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Expected:
     dataset: tuple[str, str, str]  # (name, digest, DVC path) of one input of loss_run
     model: str
     champion: str  # the version the champion alias points at
+    pipelines: tuple[str, ...] = ()  # the names of every pipeline run in the experiment
 
 
 def read_expected(tracking_uri: str) -> Expected:
@@ -70,6 +73,7 @@ def read_expected(tracking_uri: str) -> Expected:
     loss_run = trained[-1]
     assert loss_run.inputs.dataset_inputs, f"{loss_run.info.run_name} has no dataset inputs"
     ds = loss_run.inputs.dataset_inputs[0].dataset
+    every = client.search_runs([exp.experiment_id], f"{kind} = 'pipeline'")
     models = [m for m in client.search_registered_models() if "champion" in m.aliases]
     assert models, "no registered model has a champion alias"
     return Expected(
@@ -82,6 +86,7 @@ def read_expected(tracking_uri: str) -> Expected:
         dataset=(ds.name, ds.digest, json.loads(ds.source).get("uri", "")),
         model=models[0].name,
         champion=str(models[0].aliases["champion"]),
+        pipelines=tuple(sorted(r.info.run_name for r in every)),
     )
 
 
@@ -192,6 +197,31 @@ def test_run_pages_chart_elo_and_loss(ui, expected: Expected, screenshots: Path)
     for metric in ("lr", "loss/policy", "loss/value", "loss"):  # the shot: the loss charts
         _chart(ui, metric, run_name)
     shot(ui, screenshots, "3-loss-charts")
+
+
+@pytest.mark.slow
+@pytest.mark.chromium
+def test_two_runs_compared_in_one_elo_chart(ui, expected: Expected, screenshots: Path) -> None:
+    """The experiment's chart view, its runs filtered to the pipeline runs as a user would
+    (the iteration runs log Elo too): one Elo chart with a line per pipeline run."""
+    if len(expected.pipelines) < 2:
+        pytest.skip("the store holds one pipeline run")
+    search = quote(f"tags.`{TAG_KIND}` = 'pipeline'")
+    ui.goto(
+        f"/#/experiments/{expected.experiment_id}/runs?compareRunsMode=CHART&searchFilter={search}"
+    )
+    ui.get_by_role("searchbox", name="Search metric charts").fill("elo")
+    card = ui.get_by_test_id("experiment-view-compare-runs-card").filter(
+        has=ui.get_by_role("heading", name="elo", exact=True)
+    )
+    expect(card).to_be_visible()
+    lines = card.locator(".js-plotly-plot .scatterlayer path.js-line")
+    expect(lines.first).to_be_attached()
+    for name in expected.pipelines:  # the legend: "RUN (elo)"
+        expect(card.get_by_text(f"{name} (elo)", exact=True)).to_be_visible()
+    # One drawn line per run (MLflow draws each trace twice: the same path in two layers).
+    assert len({line.get_attribute("d") for line in lines.all()}) == len(expected.pipelines)
+    shot(ui, screenshots, "7-two-runs-elo")
 
 
 @pytest.mark.slow
