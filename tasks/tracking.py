@@ -43,6 +43,10 @@ TAG_ITERATION = "tabula.iteration"
 TAG_SHA = "tabula.weights_sha256"
 #: The artifact folder of a checkpoint's MLflow model, under its iteration's run.
 MODEL_FOLDER = "model"
+#: ``MLFLOW_TRACKING_URI`` as the process started with it. MLflow's ``set_tracking_uri``,
+#: which Lightning's logger calls for the store each training stage writes to, rewrites the
+#: variable in-process; that must not redirect later stages, or another project's.
+ENV_TRACKING_URI = os.environ.get("MLFLOW_TRACKING_URI")
 #: The experiment of a project's runs unless ``MLFLOW_EXPERIMENT_NAME`` says otherwise.
 EXPERIMENT = "tabula"
 #: MLflow's experiment kind for model training: the UI opens such an experiment on its runs,
@@ -109,8 +113,8 @@ def resolve_uri(tracking_uri: str, project: Path | None) -> str:
     """The store to use: ``MLFLOW_TRACKING_URI`` in place of the default store when set; a
     relative ``sqlite:///`` path taken from ``project`` (else the working directory)."""
     default = PipelineConfig.model_fields["mlflow_tracking_uri"].default
-    if tracking_uri == default and os.environ.get("MLFLOW_TRACKING_URI"):
-        tracking_uri = os.environ["MLFLOW_TRACKING_URI"]
+    if tracking_uri == default and ENV_TRACKING_URI:
+        tracking_uri = ENV_TRACKING_URI
     if tracking_uri.startswith("sqlite:///") and not tracking_uri.startswith("sqlite:////"):
         rel = tracking_uri.removeprefix("sqlite:///")
         base = project or Path.cwd()

@@ -74,8 +74,10 @@ def code_commit(source_dir: Path) -> str:
 
 
 def _quiet() -> None:
-    """DVC logs every lock-file update at INFO; a pipeline run shows only warnings."""
+    """DVC logs every lock-file update at INFO; a pipeline run shows only warnings, and not
+    the one per frozen stage that DVC's status gives (tasks.lineage.FROZEN_WHY says why)."""
     logging.getLogger("dvc").setLevel(logging.WARNING)
+    logging.getLogger("dvc.repo.status").setLevel(logging.ERROR)
 
 
 @contextmanager

@@ -187,7 +187,8 @@ def check_clean(project: Path, iterations: int = 2) -> None:
         assert not list((project / folder).rglob("*.tmp")), folder
     client = tracking.connect("sqlite:///mlflow/mlflow.db", project)
     exp = client.get_experiment_by_name(tracking.experiment_name())
-    runs = client.search_runs([exp.experiment_id])
+    mine = f"tags.`{tracking.TAG_RUN}` = '{RUN}'"  # (the project's experiment holds every run)
+    runs = client.search_runs([exp.experiment_id], filter_string=mine)
     kinds = sorted(
         (r.data.tags.get(tracking.TAG_KIND), r.data.tags.get(tracking.TAG_ITERATION))
         for r in runs

@@ -62,13 +62,14 @@ def test_each_run_keeps_its_champion(store):
         assert version.tags[tracking.TAG_SHA] == weights_sha256(net)
 
 
-def test_the_champion_loads_as_an_mlflow_pytorch_model(store, tmp_path, monkeypatch):
+def test_the_champion_loads_as_an_mlflow_pytorch_model(store, tmp_path):
     import mlflow.pytorch
 
     import mlflow
 
     project, uri = store
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # mlflow's own default store
+    mlflow.set_tracking_uri(uri)  # as a user's script would (tabula's own clients are explicit)
+    mlflow.set_registry_uri(uri)
     loaded = mlflow.pytorch.load_model(f"models:/tabula-{RUNS[1]}@champion")
     info = mlflow.models.get_model_info(f"models:/tabula-{RUNS[1]}@champion")
     assert [s.name for s in info.signature.outputs.inputs] == ["policy", "value"]
@@ -76,9 +77,7 @@ def test_the_champion_loads_as_an_mlflow_pytorch_model(store, tmp_path, monkeypa
 
     # What `tabula gtp --model models:/tabula-tiny-b@champion` plays: the checkpoint behind it.
     layout = RunLayout(project, "data", RUNS[1])
-    path, _ = tracking.resolve_model(
-        f"models:/tabula-{RUNS[1]}@champion", "sqlite:///mlflow/mlflow.db", project, tmp_path
-    )
+    path, _ = tracking.resolve_model(f"models:/tabula-{RUNS[1]}@champion", uri, project, tmp_path)
     assert file_sha256(path) == file_sha256(layout.model(1))
     net, _ = load_checkpoint(path)
     x = torch.from_numpy(np.random.default_rng(0).random((5, NUM_PLANES, 5, 5), np.float32))

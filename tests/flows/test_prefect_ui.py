@@ -26,12 +26,18 @@ def test_stage_logs_and_progress_reach_the_prefect_api(prefect_server, project):
     stderr = runs.run(project, 1, prefect_server)
     with get_client(sync_client=True) as client:
         named = FlowRunFilter(name=FlowRunFilterName(any_=[f"{runs.RUN}-iter-1"]))
-        (flow_run,) = client.read_flow_runs(flow_run_filter=named)
+        ours = [
+            f
+            for f in client.read_flow_runs(flow_run_filter=named)
+            if f.parameters.get("project") == str(project)
+        ]  # (the server is shared)
+        (flow_run,) = ours
         only = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id]))
         messages = [log.message for log in client.read_logs(log_filter=only)]
         key = f"{runs.RUN}-iter-0001-progress"
-        (artifact,) = client.read_artifacts(artifact_filter=ArtifactFilter(
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(
             key=ArtifactFilterKey(any_=[key])))  # fmt: skip
+        (artifact,) = [a for a in artifacts if a.flow_run_id == flow_run.id]
     for start in ("self-play: ", "training: ", "evaluation: gate ", "promotion: "):
         lines = [m for m in messages if m.startswith(start)]
         assert len(lines) == 1, (start, messages)

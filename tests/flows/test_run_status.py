@@ -26,7 +26,7 @@ def statuses(project) -> dict[str, str]:
     if exp is None:
         return {}
     out = {}
-    for r in client.search_runs([exp.experiment_id]):
+    for r in client.search_runs([exp.experiment_id], f"tags.`{tracking.TAG_RUN}` = '{runs.RUN}'"):
         kind = r.data.tags.get(tracking.TAG_KIND)
         name = "pipeline" if kind == "pipeline" else f"iter-{r.data.tags[tracking.TAG_ITERATION]}"
         out[name] = r.info.status
