@@ -22,6 +22,7 @@ With ``training.deterministic`` the same inputs and seed give bit-identical weig
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import time
 import warnings
@@ -90,7 +91,20 @@ class TrainResult:
 
 class _BorrowedRunLogger(MLFlowLogger):
     """MLFlowLogger writing into a run the caller owns: it neither logs Lightning's hparams
-    (the tracking task logs the config once; MLflow params are immutable) nor ends the run."""
+    (the tracking task logs the config once; MLflow params are immutable) nor ends the run,
+    nor leaves ``MLFLOW_TRACKING_URI`` set in the process's environment (MLflow's
+    ``set_tracking_uri``, which it calls, sets it; processes started later would inherit it)."""
+
+    @property
+    def experiment(self) -> Any:
+        before = os.environ.get("MLFLOW_TRACKING_URI")
+        try:
+            return super().experiment
+        finally:
+            if before is None:
+                os.environ.pop("MLFLOW_TRACKING_URI", None)
+            else:
+                os.environ["MLFLOW_TRACKING_URI"] = before
 
     def log_hyperparams(self, params: Any) -> None:
         return None

@@ -62,13 +62,16 @@ def test_each_run_keeps_its_champion(store):
         assert version.tags[tracking.TAG_SHA] == weights_sha256(net)
 
 
-def test_the_champion_loads_as_an_mlflow_pytorch_model(store, tmp_path):
+def test_the_champion_loads_as_an_mlflow_pytorch_model(store, tmp_path, monkeypatch):
     import mlflow.pytorch
 
     import mlflow
 
     project, uri = store
-    mlflow.set_tracking_uri(uri)  # as a user's script would (tabula's own clients are explicit)
+    # As a user's script would. MLflow's setter also writes MLFLOW_TRACKING_URI into this
+    # process's environment, which monkeypatch restores after the test.
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
     loaded = mlflow.pytorch.load_model(f"models:/tabula-{RUNS[1]}@champion")
     info = mlflow.models.get_model_info(f"models:/tabula-{RUNS[1]}@champion")

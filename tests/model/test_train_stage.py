@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -134,14 +135,19 @@ def test_an_init_of_another_shape_or_kind_is_refused(cfg, data: Path, tmp_path: 
 
 
 @pytest.mark.slow  # creating the SQLite tracking schema alone takes seconds
-def test_logs_to_an_mlflow_run_it_does_not_end(cfg, data: Path, tmp_path: Path) -> None:
+def test_logs_to_an_mlflow_run_it_does_not_end(
+    cfg, data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mlflow import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("t", artifact_location=str(tmp_path / "artifacts"))
     run = client.create_run(exp).info.run_id
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     _stage(cfg, data, tmp_path / "m", steps=10, mlflow_run_id=run, tracking_uri=uri)
+    # Lightning's logger set it in-process; processes started later must not inherit it.
+    assert "MLFLOW_TRACKING_URI" not in os.environ
     got = client.get_run(run)
     assert got.info.status == "RUNNING"
     assert {
