@@ -166,9 +166,9 @@ def iteration(
     tags = {**tags, "prefect.flow_run_id": str(flow_run.id or "")}
     child = record.open_iteration_run(cfg, layout, i, parent_run_id, tags)
     runs = [child, parent_run_id]
-    progress = IterationProgress(layout, i, child, record.run_link(cfg, layout, child))
-    found = {s for s, r in STAGE_RECORDS.items() if finished(layout, i, s, r) is not None}
-    try:
+    try:  # (from here on, a stop ends the child run FAILED or KILLED)
+        progress = IterationProgress(layout, i, child, record.run_link(cfg, layout, child))
+        found = {s for s, r in STAGE_RECORDS.items() if finished(layout, i, s, r) is not None}
         previous = finished(layout, i - 1, Stage.SELFPLAY, SelfplayRecord)
         v_resign = None if previous is None else previous.v_resign_next
         selfplay = run_selfplay(cfg, layout, plan, runs, v_resign)

@@ -184,7 +184,7 @@ def changed_deps(project: Path, stage_file: Path, stage: str) -> dict[str, str]:
     """
     target = f"{stage_file.resolve().relative_to(project.resolve())}:{stage}"
     changed: dict[str, str] = {}
-    with _repo(project) as repo:
+    with _repo(project) as repo, repo.lock:  # (a stage's status takes the repo's lock)
         for found in repo.stage.collect(target):
             found.frozen = False  # (in memory) DVC's status leaves a frozen stage's deps out
             for entry in found.status().get(found.addressing, []):
