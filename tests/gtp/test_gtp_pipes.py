@@ -39,38 +39,29 @@ class GtpPipe:
         self.proc.stdin.write(data)
         self.proc.stdin.flush()
 
-    def read_response(self) -> str:
-        """Bytes up to the next blank line; fails if the engine does not answer in time."""
+    def _read_until(self, end: bytes, what: str) -> bytes:
+        """Bytes up to ``end`` (dropped from the buffer); fails if they do not come in time."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + self.timeout
-        while b"\n\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([fd], [], [], max(left, 0))
+        while end not in self._buffer:
+            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
             if not ready:
-                raise AssertionError(f"no GTP response within {self.timeout}s: {self._buffer!r}")
+                raise AssertionError(f"no {what} within {self.timeout}s: {self._buffer!r}")
             chunk = os.read(fd, 65536)
             if not chunk:
                 raise AssertionError(f"engine closed its output: {self._buffer!r}")
             self._buffer += chunk
-        response, self._buffer = self._buffer.split(b"\n\n", 1)
-        return response.decode() + "\n\n"
+        head, self._buffer = self._buffer.split(end, 1)
+        return head
+
+    def read_response(self) -> str:
+        """Bytes up to the next blank line; fails if the engine does not answer in time."""
+        return self._read_until(b"\n\n", "GTP response").decode() + "\n\n"
 
     def read_line(self) -> str:
         """One line (without its newline), e.g. of a streaming ``lz-analyze`` response."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + self.timeout
-        while b"\n" not in self._buffer:
-            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
-            if not ready:
-                raise AssertionError(f"no line within {self.timeout}s: {self._buffer!r}")
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                raise AssertionError(f"engine closed its output: {self._buffer!r}")
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.decode()
+        return self._read_until(b"\n", "line").decode()
 
     def ask(self, command: str) -> str:
         self.send_raw(command.encode() + b"\n")
