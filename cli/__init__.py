@@ -18,18 +18,25 @@ bars (``QUIET_DEFAULTS``).
 
 from __future__ import annotations
 
-import logging
 import os
-import signal
 import sys
 from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from tabula.errors import TabulaError, UsageError, first_line
+from cli import lineage
+from cli.common import (
+    ConfigOpt,
+    SetOpt,
+    _config,
+    _interrupt_on_sigterm,
+    _one_line_console_errors,
+    _project,
+    expected_errors,
+)
+from tabula.errors import UsageError
 
 #: Environment defaults of every `tabula` process (the user's environment wins).
 QUIET_DEFAULTS = {
@@ -54,80 +61,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", "-c", help="YAML config (default: embedded quick-start).")
-]
-SetOpt = Annotated[
-    list[str] | None,
-    typer.Option("--set", help="Override a field: section.key=value (repeatable)."),
-]
-
-
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM (``kill``, a scheduler stopping the run) unwinds like Ctrl-C, so the run's MLflow
-    runs end KILLED and its lock is released; SIGKILL leaves that to the next resume."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, interrupt)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    typer.echo(f"tabula: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def expected_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn expected failures into one line on stderr; let bugs show their traceback.
-
-    A `TabulaError` (bad config, a corrupt file, an unknown run, ...) or a file that is missing,
-    unreadable or a folder exits 2; the environment failing (disk full, a file size limit, a
-    folder that cannot be made) exits 1. Anything else, a ValueError from inside numpy
-    included, is a bug: it propagates with its traceback.
-    """
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except (TabulaError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
-            _fail(first_line(exc))
-        except OSError as exc:
-            _fail(
-                f"{first_line(exc)} (check free disk space, file size limits and "
-                "permissions, then run again)",
-                code=1,
-            )
-        except KeyboardInterrupt:
-            _fail("interrupted", code=130)
-
-    return wrapper
-
-
-class _NoTracebackForExpected(logging.Filter):
-    """Prefect logs a failed task's or flow's traceback on the console. For an expected error
-    the one line of `expected_errors` says it all, so the console keeps Prefect's one-line
-    record and drops the traceback (Prefect's API log, written earlier, keeps it)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], TabulaError | OSError):
-            record.exc_info, record.exc_text = None, None
-        return True
-
-
-def _one_line_console_errors() -> None:
-    """Install `_NoTracebackForExpected` on the root handlers (Prefect's console handler)."""
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, _NoTracebackForExpected) for f in handler.filters):
-            handler.addFilter(_NoTracebackForExpected())
-
-
-def _config(config: Path | None, overrides: list[str] | None):
-    from tabula.config import load_config
-
-    return load_config(config, overrides or ())
 
 
 @app.command()
@@ -309,10 +242,6 @@ def elo(
     elo_table(ratings_table(store, anchor=anchor, anchor_elo=anchor_elo))
 
 
-def _project() -> Path:
-    return Path.cwd()
-
-
 def _model_resolver(cfg: Any) -> Callable[[str], Path]:
     """models:/NAME@ALIAS → a local checkpoint, downloaded from the run's MLflow store."""
 
@@ -370,46 +299,6 @@ def status(
 
 @app.command()
 @expected_errors
-def reproduce(
-    target: Annotated[
-        str,
-        typer.Argument(
-            help="ITERATION, RUN/ITERATION, models:/NAME@ALIAS or models:/NAME/VERSION."
-        ),
-    ],
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-) -> None:
-    """Rebuild a checkpoint from its DVC lineage and compare the weights' sha256."""
-    from flows.reproduce import reproduce as reproduce_flow
-    from tasks.reproduce import locate, require_iteration, require_run
-
-    cfg = _config(config, set_)
-    if not target.startswith("models:/"):  # an unknown run, iteration or target: one line
-        run, i, _ = locate(target, _project(), cfg.pipeline.name, cfg.pipeline.data_dir, "")
-        require_run(_project(), run, cfg.pipeline.data_dir)
-        require_iteration(_project(), run, i, cfg.pipeline.data_dir)
-    _one_line_console_errors()
-    result = reproduce_flow(
-        target,
-        str(_project()),
-        cfg.pipeline.name,
-        cfg.pipeline.mlflow_tracking_uri,
-        cfg.pipeline.dvc_remote,
-        cfg.pipeline.data_dir,
-    )
-    typer.echo(f"run {result.run} iteration {result.iteration}")
-    typer.echo(f"recorded sha256 {result.recorded_sha256}")
-    typer.echo(f"rebuilt  sha256 {result.rebuilt_sha256}")
-    for line in result.differences:
-        typer.echo(f"differs: {line}")
-    typer.echo("MATCH" if result.match else "MISMATCH")
-    if not result.match:
-        raise typer.Exit(1)
-
-
-@app.command()
-@expected_errors
 def ui(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5000,
     config: ConfigOpt = None,
@@ -427,6 +316,11 @@ def ui(
             project=_project(),
         )
     )
+
+
+app.add_typer(lineage.stage_app, name="stage")
+app.command()(lineage.reproduce)
+app.command()(lineage.push)
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ from prefect.runtime import flow_run
 from flows.iteration import iteration
 from tabula.config import Config, parse_config
 from tabula.plan import derive_seed
-from tasks import record, stages, tracking
+from tasks import record, stages, tracking, versioning
 from tasks.layout import RunLayout, RunLock
 from tasks.lineage import freeze_config, write_init_stage
 from tasks.records import EvaluationRecord, Stage
@@ -83,6 +83,7 @@ def run_pipeline(
     stages.use_prefect_api(cfg)
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, cfg.pipeline.name)
     with RunLock(layout):
+        versioning.require_run_files(layout.project, layout.run, layout.rel(layout.params))
         resumed = layout.params.exists()
         text = freeze_config(cfg, layout)
         if resumed:  # the runs a killed process left RUNNING say so

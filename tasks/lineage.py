@@ -34,19 +34,23 @@ def _rel(layout: RunLayout, target: Path, i: int) -> str:
     return os.path.relpath(target, layout.iteration(i))
 
 
-#: Why the iteration stages are ``frozen`` (DVC's ``desc``): their commands (the same
-#: ``tabula`` commands a user can run by hand) do not redo exactly what the pipeline ran, so
-#: ``dvc repro`` verifies their outputs instead of rewriting them; ``tabula reproduce`` is the
-#: reproduction check of a checkpoint.
+#: Why the ``selfplay`` and ``evaluate`` stages are ``frozen`` (DVC's ``desc``): their commands
+#: (the same ``tabula`` commands a user can run by hand) do not redo exactly what the pipeline
+#: ran, so ``dvc repro`` verifies their outputs instead of rewriting them.
 FROZEN_WHY = {
     "selfplay": "frozen: the pipeline ran several workers, each with its own seed and folder"
     " (selfplay/worker-WW), and the resignation threshold carried over from the previous"
     " iteration; this command plays one worker's games",
-    "train": "frozen: the pipeline's checkpoint carries the run's lineage metadata and its"
-    " run-wide rate schedule; check a checkpoint with `tabula reproduce RUN/ITERATION`",
     "evaluate": "frozen: the pipeline also played the anchors and added every game to the run's"
     " results store (data/<run>/results), which DVC does not track",
 }
+
+#: The ``train`` stage is exact: its command retrains as the pipeline did and checks the weights.
+TRAIN_DESC = (
+    "retrains this iteration as the pipeline did (its recorded window, parent, seed, threads,"
+    " rate schedule and precision) and compares the weights byte for byte with the recorded"
+    " ones: a mismatch fails and writes nothing; DVC leaves the outputs in place (persist)"
+)
 
 
 def init_metadata(run: str, seed: int) -> dict[str, Any]:
@@ -85,8 +89,6 @@ def write_iteration_stages(layout: RunLayout, plan: IterationPlan) -> Path:
     best = _rel(layout, layout.model_dir(plan.best), i)
     parent = _rel(layout, layout.model_dir(plan.parent), i)
     window = [_rel(layout, layout.project / w, i) for w in plan.window]
-    data_args = " ".join(f"--data {w}" for w in window)
-    parent_init = f"{parent}/train.ckpt" if plan.parent > 0 else f"{parent}/model.pt"
     stages: dict[str, dict[str, Any]] = {
         "selfplay": {
             "cmd": (
@@ -98,13 +100,11 @@ def write_iteration_stages(layout: RunLayout, plan: IterationPlan) -> Path:
             "outs": ["selfplay"],
         },
         "train": {
-            "cmd": (
-                f"tabula train --config {PARAMS} {data_args} --init {parent_init} "
-                f"--seed {plan.train_seed} --out model/model.pt"
-            ),
+            "cmd": f"tabula stage train --params {PARAMS} --iteration {i}",
+            "desc": TRAIN_DESC,
             "deps": [*window, parent],
             "params": [{PARAMS: ["rules", "network", "training"]}],
-            "outs": ["model"],
+            "outs": [{"model": {"persist": True}}],
         },
         "evaluate": {
             "cmd": (
@@ -116,8 +116,8 @@ def write_iteration_stages(layout: RunLayout, plan: IterationPlan) -> Path:
             "outs": ["match"],
         },
     }
-    for name, stage in stages.items():
-        stage.update({"desc": FROZEN_WHY[name], "frozen": True})
+    for name, why in FROZEN_WHY.items():
+        stages[name].update({"desc": why, "frozen": True})
     path = layout.stage_file(i)
     write_stage_file(path, stages)
     return path

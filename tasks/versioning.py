@@ -11,10 +11,12 @@ How lineage is kept (README, "Reproducing a checkpoint"):
   i+1's stages depend on iteration i's outputs, ``dvc dag`` shows the whole chain of a run and
   ``dvc.lock`` pins every hash. The graph is acyclic: Prefect owns the loop, DVC records it.
 * The small text files of a run (stage files, locks, the run's frozen ``params.yaml``, lineage
-  JSON, DVC's config) are committed to a branch of their own, ``tabula/runs/<run>``, on top of
-  the code commit that ran them, through a private git index: the user's branch, index and
-  working tree are never touched. Each
-  finished iteration is also tagged ``tabula/<run>/iter-NNNN``. ``dvc gc`` must therefore be
+  JSON, metrics and plots, DVC's config) are committed to a branch of their own,
+  ``tabula/runs/<run>``, on top of the code commit that ran them, through a private git
+  index. A new run checks its branch out (the user's branch never moves, the working tree and
+  the user's edits stay as they are), so ``git status`` is clean and ``dvc dag`` sees the run
+  (DVC skips stage files that git ignores). Each finished iteration is also tagged
+  ``tabula/<run>/iter-NNNN``. ``dvc gc`` must therefore be
   run with ``--all-branches --all-tags --all-commits`` or it would delete lineage.
 """
 
@@ -35,6 +37,7 @@ from model.files import write_bytes, write_text
 from tabula.errors import TabulaError
 
 RUN_BRANCH_PREFIX = "tabula/runs/"
+REMOTE = "tabula"  # the name of the DVC remote a project's runs push to
 _GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "tabula",
     "GIT_AUTHOR_EMAIL": "tabula@localhost",
@@ -119,14 +122,14 @@ def ensure_repo(project: Path, remote: str) -> None:
         Path(url).mkdir(parents=True, exist_ok=True)
     with _repo(project) as repo:
         merged = repo.config  # every level, relative paths resolved
-        now = merged.get("remote", {}).get("tabula", {}).get("url")
+        now = merged.get("remote", {}).get(REMOTE, {}).get("url")
         same = now == url or ("://" not in url and now and Path(str(now)).resolve() == Path(url))
         core = merged.get("core", {})
-        if same and core.get("remote") == "tabula" and core.get("autostage") is False:
+        if same and core.get("remote") == REMOTE and core.get("autostage") is False:
             return
         with repo.config.edit("local") as conf:
-            conf["remote"]["tabula"] = {"url": url}
-            conf["core"]["remote"] = "tabula"
+            conf["remote"][REMOTE] = {"url": url}
+            conf["core"]["remote"] = REMOTE
             conf["core"]["autostage"] = False
 
 
@@ -194,50 +197,119 @@ def changed_deps(project: Path, stage_file: Path, stage: str) -> dict[str, str]:
 
 
 def pull(project: Path, targets: Sequence[str]) -> None:
-    """Fetch and check out ``targets`` (stage files or tracked paths) from the remote."""
+    """Fetch and check out ``targets`` (stage files or tracked paths) from the remote; a remote
+    that is missing or lacks them is one line naming it (`VersioningError`)."""
+    from dvc.exceptions import DvcException
+
     with _repo(project) as repo:
-        repo.pull(targets=list(targets), force=True)
+        url = _remote_url(repo)
+        if url and "://" not in url and not Path(url).is_dir():
+            raise VersioningError(
+                f"DVC remote {url} does not exist: point it at the run's data with "
+                f"`dvc remote modify --local {REMOTE} url PATH_OR_URL`"
+            )
+        try:
+            repo.pull(targets=list(targets), force=True)
+        except DvcException as error:
+            raise VersioningError(
+                f"dvc pull from {url or 'the default remote'} failed for {', '.join(targets)}: "
+                f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
+            ) from error
+
+
+def push_run(project: Path, run: str, git_remote: str) -> tuple[int, list[str]]:
+    """Publish run ``run``: its stage outputs to the DVC remote (``dvc push``), then its run
+    branch and iteration tags to ``git_remote`` (data first: a lineage commit others can see
+    always has its data in the remote). Returns (files pushed by DVC, git refs pushed)."""
+    from dvc.exceptions import DvcException
+
+    branch = f"refs/heads/{RUN_BRANCH_PREFIX}{run}"
+    if not _rev(project, branch):
+        raise VersioningError(f"run {run!r} has no branch {RUN_BRANCH_PREFIX}{run} to push yet")
+    if not _git_ok(project, "remote", "get-url", git_remote):
+        raise VersioningError(f"no git remote {git_remote!r} (add one: `git remote add ...`)")
+    files = _git(project, "ls-tree", "-r", "--name-only", branch, "--", f"*/{run}/iter-*")
+    targets = sorted(n for n in files.splitlines() if n.endswith("/dvc.yaml"))
+    with _repo(project) as repo:
+        try:
+            pushed = repo.push(targets=targets)
+        except DvcException as error:
+            raise VersioningError(
+                f"dvc push to {_remote_url(repo) or 'the default remote'} failed: "
+                f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
+            ) from error
+    tags = f"refs/tags/tabula/{run}/*"
+    _git(project, "push", "-q", git_remote, f"{branch}:{branch}", f"{tags}:{tags}")
+    refs = _git(project, "for-each-ref", "--format=%(refname)", branch, f"refs/tags/tabula/{run}/")
+    return int(pushed or 0), refs.splitlines()
+
+
+def _remote_url(repo: Any) -> str:
+    """The URL of the repo's default DVC remote ('' when none is set)."""
+    name = repo.config.get("core", {}).get("remote")
+    return str(repo.config.get("remote", {}).get(name, {}).get("url", "")) if name else ""
 
 
 def record_on_run_branch(
     project: Path, run: str, paths: Iterable[Path], message: str, tag: str | None = None
 ) -> str | None:
-    """Commit ``paths`` to the branch ``tabula/runs/<run>`` without touching the user's branch.
+    """Commit ``paths`` to the branch ``tabula/runs/<run>`` and check that branch out.
 
     The branch starts from the commit checked out when the run first records (the code that
-    ran it; an orphan only in a repository without commits). Uses a private index file, so the
-    working tree, the index and HEAD stay as they are. Returns the new commit, or None when
-    ``project`` is not a git repository.
+    ran it; an orphan only in a repository without commits). The commit is made through a
+    private index; the checkout is ``git switch -c`` without its file updates: the branch's
+    tree is the checked-out one plus ``paths``, which the working tree already holds, so the
+    user's edits stay as they were, staged or not, and ``git status`` lists none of the run's
+    files. The branch the run started from is never moved. A run resumed from another branch
+    records on its run branch and leaves HEAD where it is. Returns the new commit, or None
+    when ``project`` is not a git repository.
     """
     if not is_git_repo(project):
         return None
     ref = f"refs/heads/{RUN_BRANCH_PREFIX}{run}"
+    previous = _rev(project, ref)
+    checked_out = _git_ok(project, "symbolic-ref", "-q", "HEAD")
+    switch = not previous or checked_out == ref
+    parent = previous or _rev(project, "HEAD^{commit}")  # first record: on the code commit
+    rel = [str(Path(p).resolve().relative_to(project.resolve())) for p in paths]
+    rel = [p for p in rel if (project / p).exists()]
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, **_GIT_IDENTITY, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        previous = subprocess.run(
-            ["git", "rev-parse", "--verify", "-q", ref],
-            cwd=project,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        parent = previous
-        if not parent:  # the run's first record sits on the code commit that ran it
-            parent = subprocess.run(
-                ["git", "rev-parse", "--verify", "-q", "HEAD^{commit}"],
-                cwd=project,
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
         _git(project, "read-tree", *([parent] if parent else ["--empty"]), env=env)
-        rel = [str(Path(p).resolve().relative_to(project.resolve())) for p in paths]
-        _git(project, "add", "-f", "--", *[p for p in rel if (project / p).exists()], env=env)
+        _git(project, "add", "-f", "--", *rel, env=env)
         tree = _git(project, "write-tree", env=env)
         args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
         commit = _git(project, *args, env=env)
-        _git(project, "update-ref", ref, commit, previous or "0" * 40)  # (0s: must be new)
-        if tag:
-            _git(project, "update-ref", f"refs/tags/{tag}", commit)
+    _git(project, "update-ref", ref, commit, previous or "0" * 40)  # (0s: must be new)
+    if tag:
+        _git(project, "update-ref", f"refs/tags/{tag}", commit)
+    if switch:  # HEAD on the run branch; the index learns the run's files, as committed
+        _git(project, "symbolic-ref", "HEAD", ref)
+        _git(project, "add", "-f", "--", *rel)
     return commit
+
+
+def _rev(project: Path, name: str) -> str:
+    """The commit ``name`` names, or '' when it names none."""
+    return _git_ok(project, "rev-parse", "--verify", "-q", name)
+
+
+def _git_ok(project: Path, *args: str) -> str:
+    """A git query's output, or '' when git says no (a missing ref, a detached HEAD)."""
+    proc = subprocess.run(["git", *args], cwd=project, capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def require_run_files(project: Path, run: str, params: str) -> None:
+    """Refuse, in one line, to start ``run`` over while its lineage (its frozen config, stage
+    files and markers) is on its run branch and not in the working tree: the user switched to
+    another branch after the run checked its own out."""
+    if (project / params).exists() or not on_run_branch(project, run, params):
+        return
+    raise VersioningError(
+        f"run {run!r} is recorded on branch {RUN_BRANCH_PREFIX}{run}, which is not checked out:"
+        f" `git switch {RUN_BRANCH_PREFIX}{run}` to go on with it, or name a new run with --name"
+    )
 
 
 def run_branches(project: Path) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,20 +62,31 @@ def test_the_committed_dvc_config_is_left_alone(ran, tmp_path):
     (ran / ".dvc" / "config.local").unlink()
 
 
-def test_what_git_shows_is_committed_to_the_lineage(ran):
-    """Besides the run's stage files, which DVC needs git to see and which the run branch
-    holds byte for byte, the run leaves the user's working tree as it was."""
-    listed = sh(ran, "git", "status", "--porcelain", "--untracked-files=all").splitlines()
-    assert listed, "the stage files are visible to git (DVC skips git-ignored stage files)"
-    for line in listed:
-        state, name = line[:2], line[3:]
-        assert state == "??", line
-        assert Path(name).name in ("dvc.yaml", "dvc.lock", ".gitignore"), line
-        assert name.startswith(f"data/{runs.RUN}/"), line
-        assert sh(ran, "git", "show", f"{BRANCH}:{name}") == (ran / name).read_text(), name
-    # The lineage sits on the code commit that ran it.
+def test_the_run_leaves_git_status_clean_on_its_branch(ran):
+    """The run checks its branch out: its lineage sits on the code commit that ran it, the
+    user's branch has not moved, and ``git status`` lists nothing (the outputs are ignored, the
+    stage files, locks and markers committed)."""
+    assert sh(ran, "git", "status", "--porcelain", "--untracked-files=all") == ""
+    assert sh(ran, "git", "symbolic-ref", "--short", "HEAD").strip() == BRANCH
+    assert sh(ran, "git", "rev-list", "--count", "main").strip() == "1"  # the clone's commit
     sh(ran, "git", "merge-base", "--is-ancestor", "main", BRANCH)
     assert "README.md" in sh(ran, "git", "ls-tree", "--name-only", BRANCH)
+    lineage = sh(ran, "git", "ls-tree", "-r", "--name-only", BRANCH, f"data/{runs.RUN}")
+    assert f"data/{runs.RUN}/iter-0002/dvc.lock" in lineage.splitlines()
+
+
+def test_a_run_recorded_on_another_branch_is_not_started_over(ran, prefect_server):
+    """Back on ``main`` the run's files are gone from the working tree with their branch; a
+    ``tabula run`` of the same name says where the run is, in one line, and writes nothing."""
+    sh(ran, "git", "switch", "-q", "main")
+    try:
+        assert not (ran / "data" / runs.RUN / "params.yaml").exists()
+        stderr = runs.run(ran, 3, prefect_server, expect=2)
+        assert f"git switch {BRANCH}" in runs.error_line(stderr)
+        assert sh(ran, "git", "status", "--porcelain") == ""
+    finally:
+        sh(ran, "git", "switch", "-q", BRANCH)
+    assert (ran / "data" / runs.RUN / "params.yaml").exists()
 
 
 def test_a_fresh_clone_of_the_lineage_pulls_the_data(ran, tmp_path):
@@ -110,14 +122,97 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def test_dvc_repro_loses_nothing(ran):
-    """``init`` is redone exactly; the iteration stages are frozen (their ``desc`` says why),
-    so a forced ``dvc repro`` verifies them and leaves every byte and lock as it was."""
+    """``init`` is redone exactly; ``train`` retrains and checks the weights byte for byte;
+    ``selfplay`` and ``evaluate`` are frozen (their ``desc`` says why), so a forced ``dvc
+    repro`` verifies them. Every byte and lock stays as it was."""
     iteration = ran / "data" / runs.RUN / "iter-0001"
     before = {p: _files(p) for p in (ran / "data" / runs.RUN).glob("iter-*")}
     for stage in ("iter-0000/dvc.yaml:init", "iter-0001/dvc.yaml:evaluate",
                   "iter-0001/dvc.yaml:train", "iter-0002/dvc.yaml:selfplay"):  # fmt: skip
-        sh(ran, DVC, "repro", "-f", "-s", f"data/{runs.RUN}/{stage}")
+        out = sh(ran, DVC, "repro", "-f", "-s", f"data/{runs.RUN}/{stage}")
+        assert ("MATCH" in out) == stage.endswith(":train"), out
     assert {p: _files(p) for p in before} == before  # outputs, locks, markers: the same bytes
     assert "up to date" in sh(ran, DVC, "status")
+    assert sh(ran, "git", "status", "--porcelain", "--untracked-files=all") == ""
     stages = yaml.safe_load((iteration / "dvc.yaml").read_text())["stages"]
-    assert all(s["frozen"] and s["desc"].startswith("frozen: ") for s in stages.values())
+    assert stages["train"]["cmd"].startswith("tabula stage train ")
+    assert stages["train"]["outs"] == [{"model": {"persist": True}}]
+    frozen = {k: s for k, s in stages.items() if k != "train"}
+    assert all(s["frozen"] and s["desc"].startswith("frozen: ") for s in frozen.values())
+
+
+def test_the_train_stage_brings_back_a_lost_checkpoint(ran):
+    """``dvc repro`` of a train stage whose checkpoint is gone retrains it, byte for byte (the
+    lock unchanged), and the next iteration's stages stay valid."""
+    iteration = ran / "data" / runs.RUN / "iter-0002"
+    before = _files(iteration)
+    shutil.rmtree(iteration / "model")
+    out = sh(ran, DVC, "repro", "-f", "-s", f"data/{runs.RUN}/iter-0002/dvc.yaml:train")
+    assert "MATCH" in out
+    assert _files(iteration) == before
+    assert "up to date" in sh(ran, DVC, "status")
+
+
+def test_a_train_stage_that_does_not_reproduce_fails_and_writes_nothing(ran):
+    marker = ran / "data" / runs.RUN / "iter-0001" / "state" / "train.json"
+    recorded = marker.read_text()
+    before = _files(ran / "data" / runs.RUN / "iter-0001")
+    sha = json.loads(recorded)["weights_sha256"]
+    marker.write_text(recorded.replace(sha, "0" * len(sha)))
+    try:
+        stage = f"data/{runs.RUN}/iter-0001/dvc.yaml:train"
+        proc = subprocess.run([DVC, "repro", "-f", "-s", stage], cwd=ran, capture_output=True,
+                              text=True, env=_venv_env())  # fmt: skip
+        assert proc.returncode != 0 and "MISMATCH" in proc.stdout + proc.stderr
+    finally:
+        marker.write_text(recorded)
+    assert _files(ran / "data" / runs.RUN / "iter-0001") == before
+    assert "up to date" in sh(ran, DVC, "status")
+
+
+def test_tabula_push_publishes_data_branch_and_tags(ran, tmp_path):
+    """To a new DVC remote (a machine-local setting) and a new git remote: the data first,
+    then the run branch and its iteration tags."""
+    origin, data = tmp_path / "origin.git", tmp_path / "dvc-remote"
+    sh(tmp_path, "git", "init", "-q", "--bare", str(origin))
+    sh(ran, "git", "remote", "add", "publish", str(origin))
+    sh(ran, DVC, "remote", "modify", "--local", "tabula", "url", str(data))
+    try:
+        out = sh(ran, "tabula", "push", runs.RUN, "--remote", "publish")
+        assert "in sync" in sh(ran, DVC, "status", "--cloud")
+    finally:
+        sh(ran, "git", "remote", "remove", "publish")
+        (ran / ".dvc" / "config.local").unlink()
+    pushed = int(out.split("dvc: ")[1].split()[0])
+    assert pushed > 0 and "2 iteration tags" in out, out
+    refs = sh(origin, "git", "for-each-ref", "--format=%(refname)").split()
+    assert f"refs/heads/{BRANCH}" in refs
+    assert {f"refs/tags/tabula/{runs.RUN}/iter-{i:04d}" for i in (1, 2)} <= set(refs)
+
+
+def test_reproduce_with_no_data_in_the_remote_is_one_line(ran, tmp_path):
+    fresh = tmp_path / "fresh"
+    sh(tmp_path, "git", "clone", "-q", "--branch", BRANCH, str(ran), str(fresh))
+    empty = tmp_path / "empty-remote"
+    empty.mkdir()
+    sh(fresh, DVC, "remote", "modify", "--local", "tabula", "url", str(empty))
+    proc = subprocess.run(
+        [
+            "tabula",
+            "reproduce",
+            f"{runs.RUN}/2",
+            "--set",
+            f"pipeline.dvc_remote={empty}",
+        ],  # fmt: skip
+        cwd=fresh,
+        capture_output=True,
+        text=True,
+        env=_venv_env(),
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = runs.error_line(proc.stderr)
+    assert "dvc pull" in line and str(empty) in line, line
+
+
+def _venv_env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 def clone(prefect_server, tiny_config, project, tmp_path):
     run_pipeline(tiny_config, project, iterations=2)
     fresh = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(project), str(fresh)], check=True)
+    subprocess.run(["git", "clone", "-q", "-b", "main", str(project), str(fresh)], check=True)
     subprocess.run(
         ["git", "fetch", "-q", "origin", "refs/heads/tabula/*:refs/heads/tabula/*"],
         cwd=fresh,

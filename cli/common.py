@@ -1,0 +1,93 @@
+"""What every `tabula` command shares: the ``--config``/``--set`` options, one-line errors
+(`expected_errors`), SIGTERM as an interrupt, and the project folder (the working directory)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tabula.errors import TabulaError, first_line
+
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML config (default: embedded quick-start).")
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override a field: section.key=value (repeatable)."),
+]
+
+
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM (``kill``, a scheduler stopping the run) unwinds like Ctrl-C, so the run's MLflow
+    runs end KILLED and its lock is released; SIGKILL leaves that to the next resume."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.echo(f"tabula: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def expected_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn expected failures into one line on stderr; let bugs show their traceback.
+
+    A `TabulaError` (bad config, a corrupt file, an unknown run, ...) or a file that is missing,
+    unreadable or a folder exits 2; the environment failing (disk full, a file size limit, a
+    folder that cannot be made) exits 1. Anything else, a ValueError from inside numpy
+    included, is a bug: it propagates with its traceback.
+    """
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (TabulaError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+            _fail(first_line(exc))
+        except OSError as exc:
+            _fail(
+                f"{first_line(exc)} (check free disk space, file size limits and "
+                "permissions, then run again)",
+                code=1,
+            )
+        except KeyboardInterrupt:
+            _fail("interrupted", code=130)
+
+    return wrapper
+
+
+class _NoTracebackForExpected(logging.Filter):
+    """Prefect logs a failed task's or flow's traceback on the console. For an expected error
+    the one line of `expected_errors` says it all, so the console keeps Prefect's one-line
+    record and drops the traceback (Prefect's API log, written earlier, keeps it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], TabulaError | OSError):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _one_line_console_errors() -> None:
+    """Install `_NoTracebackForExpected` on the root handlers (Prefect's console handler)."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _NoTracebackForExpected) for f in handler.filters):
+            handler.addFilter(_NoTracebackForExpected())
+
+
+def _config(config: Path | None, overrides: list[str] | None):
+    from tabula.config import load_config
+
+    return load_config(config, overrides or ())
+
+
+def _project() -> Path:
+    return Path.cwd()
