@@ -76,10 +76,11 @@ def find_shards(paths: Sequence[str | Path]) -> list[Path]:
     return out
 
 
-def bytes_per_position(board_size: int) -> int:
-    """In-memory cost of one position in the window: packed planes, pi (float32), z."""
+def bytes_per_position(board_size: int, aux: bool = False) -> int:
+    """In-memory cost of one position in the window: packed planes, pi (float32), z, and with
+    ``aux`` the ownership (int8 per point), score and scored flag."""
     M = board_size * board_size
-    return packed_width(board_size) + 4 * (M + 1) + 4
+    return packed_width(board_size) + 4 * (M + 1) + 4 + (M + 5 if aux else 0)
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,9 @@ class PositionWindow:
     ``packed: uint8[P, ceil(17*M/8)]``, ``pi: float32[P, M+1]``, ``z: float32[P]``, the value
     target from the side to move (the result +1/-1/0, or with ``value_target_mix`` lambda,
     (1 - lambda) z + lambda root_value), ``full: bool[P]`` (pi is a policy target: the move had
-    the full search; `model.shards`). ``shards`` lists every validated shard, ``used`` those
-    with rows in it.
+    the full search; `model.shards`). With auxiliary targets: ``ownership: int8[P, M]``,
+    ``score: float32[P]`` (both from the side to move) and ``scored: bool[P]`` (they are
+    targets). ``shards`` lists every validated shard, ``used`` those with rows in it.
     """
 
     board_size: int
@@ -103,16 +105,22 @@ class PositionWindow:
     iterations: tuple[int, ...]
     dropped_games: int = 0
     full: np.ndarray | None = None  # None: every row (the batch then carries no mask)
+    ownership: np.ndarray | None = None  # None: no auxiliary targets in the batches
+    score: np.ndarray | None = None
+    scored: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.z.shape[0])
 
     def batch(self, rows: np.ndarray, syms: np.ndarray | None = None) -> tuple[torch.Tensor, ...]:
         """``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` for ``rows``, and
-        ``full bool[B]`` after them when some rows of the window are not policy targets.
+        ``full bool[B]`` after them when some rows of the window are not policy targets or the
+        window has auxiliary targets, which follow: ``ownership int8[B, M]``, ``score
+        float32[B]``, ``scored bool[B]``.
 
-        With ``syms`` (int[B] in 0..7) row b is returned under transform ``syms[b]``: planes and
-        pi are gathered with ``symmetry_permutations(N)[syms[b]]`` (pass entry unchanged).
+        With ``syms`` (int[B] in 0..7) row b is returned under transform ``syms[b]``: planes, pi
+        and ownership are gathered with ``symmetry_permutations(N)[syms[b]]`` (pass entry
+        unchanged).
         """
         N, B = self.board_size, len(rows)
         M = N * N
@@ -128,7 +136,16 @@ class PositionWindow:
             torch.from_numpy(pi),
             torch.from_numpy(self.z[rows]),
         )
-        return out if self.full is None else (*out, torch.from_numpy(self.full[rows]))
+        if self.ownership is None or self.score is None or self.scored is None:
+            return out if self.full is None else (*out, torch.from_numpy(self.full[rows]))
+        full = np.ones(B, dtype=bool) if self.full is None else self.full[rows]
+        if syms is None:
+            owner = self.ownership[rows]
+        else:
+            owner = np.empty((B, M), dtype=np.int8)
+            _gather_points(self.ownership, rows, syms, symmetry_permutations(N), owner)
+        aux = (owner, self.score[rows], self.scored[rows])
+        return (*out, torch.from_numpy(full), *(torch.from_numpy(a) for a in aux))
 
 
 @njit(cache=True, nogil=True)
@@ -154,6 +171,19 @@ def _gather_symmetries(
         r = rows[b]
         for j in range(M + 1):
             pi_out[b, j] = pi[r, p[j]]
+
+
+@njit(cache=True, nogil=True)
+def _gather_points(
+    values: np.ndarray, rows: np.ndarray, syms: np.ndarray, perm: np.ndarray, out: np.ndarray
+) -> None:
+    """out[b, j] = values[rows[b], perm[syms[b], j]] for the board points j (as pi's)."""
+    M = out.shape[1]
+    for b in range(out.shape[0]):
+        p = perm[syms[b]]
+        r = rows[b]
+        for j in range(M):
+            out[b, j] = values[r, p[j]]
 
 
 def _game_table(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -214,10 +244,10 @@ def _bound_memory(
 
 
 def _read_rows(
-    files: list[Path], rows: list[np.ndarray], board_size: int
+    files: list[Path], rows: list[np.ndarray], board_size: int, aux: bool = False
 ) -> tuple[np.ndarray, ...]:
-    """(packed, pi, z, full, root_value) of the selected ``rows`` (a bool mask per file), in
-    file order."""
+    """(packed, pi, z, full, root_value, ownership, score, scored) of the selected ``rows`` (a
+    bool mask per file), in file order; the last three empty unless ``aux``."""
     total = int(sum(r.sum() for r in rows))
     M = board_size * board_size
     packed = np.empty((total, packed_width(board_size)), dtype=np.uint8)
@@ -225,6 +255,10 @@ def _read_rows(
     z = np.empty(total, dtype=np.float32)
     full = np.empty(total, dtype=bool)
     root_value = np.empty(total, dtype=np.float32)
+    kept = total if aux else 0
+    ownership = np.empty((kept, M), dtype=np.int8)
+    score = np.empty(kept, dtype=np.float32)
+    scored = np.empty(kept, dtype=bool)
     at = 0
     for f, r in zip(files, rows, strict=True):
         if not r.any():
@@ -238,8 +272,12 @@ def _read_rows(
         z[at : at + n] = shard.z[r]
         full[at : at + n] = shard.full_search[r]
         root_value[at : at + n] = shard.root_value[r]
+        if aux:
+            ownership[at : at + n] = shard.ownership[r]
+            score[at : at + n] = shard.score[r]
+            scored[at : at + n] = shard.scored[r]
         at += n
-    return packed, pi, z, full, root_value
+    return packed, pi, z, full, root_value, ownership, score, scored
 
 
 def load_window(
@@ -250,9 +288,11 @@ def load_window(
     window_iterations: int | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     value_target_mix: float = 0.0,
+    aux: bool = False,
 ) -> PositionWindow:
     """Validate every shard under ``paths``, then load the window (module docstring) packed.
-    value_target_mix: lambda of the value target (1 - lambda) z + lambda root_value.
+    value_target_mix: lambda of the value target (1 - lambda) z + lambda root_value; aux: load
+    the ownership and score targets too.
 
     Raises ``ShardError`` naming the first bad shard (nothing is loaded before all pass) and
     ``DataWindowError`` when there is nothing to train on.
@@ -262,7 +302,7 @@ def load_window(
         validate_shard(f, expect_board_size=board_size)
     games = [_game_table(f) for f in files]
     masks = _select_games(games, window_games, window_iterations)
-    dropped = _bound_memory(games, masks, max_bytes // bytes_per_position(board_size))
+    dropped = _bound_memory(games, masks, max_bytes // bytes_per_position(board_size, aux))
     if dropped:
         log.warning(
             "data window trimmed: %d oldest games dropped to stay within %d bytes",
@@ -272,7 +312,9 @@ def load_window(
     rows = [m[inv] for (_, _, inv), m in zip(games, masks, strict=True)]
     if not any(r.any() for r in rows):
         raise DataWindowError(f"the data window holds no positions ({len(files)} shards)")
-    packed, pi, z, full, root_value = _read_rows(files, rows, board_size)
+    packed, pi, z, full, root_value, ownership, score, scored = _read_rows(
+        files, rows, board_size, aux
+    )
     if value_target_mix > 0:
         z = ((1.0 - value_target_mix) * z + value_target_mix * root_value).astype(np.float32)
     kept = [(f, g[0][m]) for f, g, m in zip(files, games, masks, strict=True) if m.any()]
@@ -287,6 +329,9 @@ def load_window(
         iterations=tuple(sorted({int(i) for _, its in kept for i in its})),
         dropped_games=dropped,
         full=None if full.all() else full,
+        ownership=ownership if aux else None,
+        score=score if aux else None,
+        scored=scored if aux else None,
     )
 
 
@@ -376,6 +421,7 @@ class ShardDataModule(pl.LightningDataModule):
         num_workers: int = 0,
         max_bytes: int = DEFAULT_MAX_BYTES,
         value_target_mix: float = 0.0,
+        aux: bool = False,
     ) -> None:
         super().__init__()
         self.shards = [Path(s) for s in shards]
@@ -383,7 +429,7 @@ class ShardDataModule(pl.LightningDataModule):
         self.batch_size, self.steps, self.seed = batch_size, steps, seed
         self.window_games, self.window_iterations = window_games, window_iterations
         self.augment, self.num_workers, self.max_bytes = augment, num_workers, max_bytes
-        self.value_target_mix = value_target_mix
+        self.value_target_mix, self.aux = value_target_mix, aux
         self.window: PositionWindow | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -395,6 +441,7 @@ class ShardDataModule(pl.LightningDataModule):
                 window_iterations=self.window_iterations,
                 max_bytes=self.max_bytes,
                 value_target_mix=self.value_target_mix,
+                aux=self.aux,
             )
 
     def train_dataloader(self) -> DataLoader:

@@ -72,9 +72,21 @@ class PolicyValueNet(nn.Module):
     ``forward(x)`` takes ``x: float[B, 17, N, N]`` (the planes of ``tabula.features``) and
     returns ``(logits: float[B, N*N + 1], value: float[B])``. Logits are unnormalised (apply
     softmax for p; index N*N is pass); value is tanh-squashed, in [-1, 1], from the side to move.
+
+    ``aux``: two auxiliary heads for training (KataGo, Wu 2019, "Accelerating Self-Play Learning
+    in Go", section 4.1), which play and export never use: ``forward_aux`` adds the final
+    ownership of each point (a 1x1 convolution of the tower, tanh: +1 the side to move's) and
+    the final score margin divided by N*N (linear on the value head's hidden layer).
     """
 
-    def __init__(self, board_size: int, blocks: int, filters: int, value_hidden: int = 256) -> None:
+    def __init__(
+        self,
+        board_size: int,
+        blocks: int,
+        filters: int,
+        value_hidden: int = 256,
+        aux: bool = False,
+    ) -> None:
         super().__init__()
         _check_shape_args(board_size, blocks, filters, value_hidden)
         self.board_size = board_size
@@ -97,23 +109,40 @@ class PolicyValueNet(nn.Module):
         )
         self.value_fc1 = nn.Linear(m, value_hidden)
         self.value_fc2 = nn.Linear(value_hidden, 1)
+        self.aux = aux
+        if aux:  # made last, so the other weights are those of the same seed without them
+            self.ownership_conv = nn.Conv2d(filters, 1, 1)
+            self.score_fc = nn.Linear(value_hidden, 1)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _body(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(tower output, policy logits, the value head's hidden layer)."""
         h = self.tower(self.stem(x))
         # flatten(1) yields the logical (C, N, N) order even for channels_last activations.
         logits = self.policy_fc(self.policy_conv(h).flatten(1))
-        v = F.relu(self.value_fc1(self.value_conv(h).flatten(1)))
+        return h, logits, F.relu(self.value_fc1(self.value_conv(h).flatten(1)))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        _, logits, v = self._body(x)
+        return logits, torch.tanh(self.value_fc2(v)).squeeze(1)
+
+    def forward_aux(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``forward``'s outputs, then ownership float[B, N*N] in [-1, 1] and score float[B]
+        (the margin from the side to move divided by N*N); needs ``aux``."""
+        h, logits, v = self._body(x)
         value = torch.tanh(self.value_fc2(v)).squeeze(1)
-        return logits, value
+        ownership = torch.tanh(self.ownership_conv(h)).flatten(1)
+        return logits, value, ownership, self.score_fc(v).squeeze(1)
 
     def shape_config(self) -> dict[str, int]:
-        """The constructor arguments, as stored in a checkpoint's ``network`` entry."""
-        return {
+        """The constructor arguments, as stored in a checkpoint's ``network`` entry (``aux``
+        only when set, so that checkpoints without the heads read as before)."""
+        shape = {
             "board_size": self.board_size,
             "blocks": self.blocks,
             "filters": self.filters,
             "value_hidden": self.value_hidden,
         }
+        return {**shape, "aux": 1} if self.aux else shape
 
 
 def _check_shape_args(board_size: int, blocks: int, filters: int, value_hidden: int) -> None:
@@ -127,7 +156,12 @@ def _check_shape_args(board_size: int, blocks: int, filters: int, value_hidden: 
 
 
 def make_network(
-    board_size: int, blocks: int, filters: int, seed: int, value_hidden: int = 256
+    board_size: int,
+    blocks: int,
+    filters: int,
+    seed: int,
+    value_hidden: int = 256,
+    aux: bool = False,
 ) -> PolicyValueNet:
     """A freshly initialised network whose weights depend only on ``seed`` (the "random" model).
 
@@ -135,13 +169,15 @@ def make_network(
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return PolicyValueNet(board_size, blocks, filters, value_hidden)
+        return PolicyValueNet(board_size, blocks, filters, value_hidden, aux)
 
 
 def network_for(cfg: Config, seed: int) -> PolicyValueNet:
     """``make_network`` with the board size and the ``network`` section of ``cfg``."""
     n = cfg.network
-    return make_network(cfg.rules.board_size, n.blocks, n.filters, seed, n.value_hidden)
+    return make_network(
+        cfg.rules.board_size, n.blocks, n.filters, seed, n.value_hidden, n.aux_heads
+    )
 
 
 def weights_sha256(net_or_state_dict: nn.Module | Mapping[str, torch.Tensor]) -> str:
@@ -253,7 +289,7 @@ def load_checkpoint(
             f"expected {expect_board_size}x{expect_board_size}"
         )
     try:
-        net = PolicyValueNet(**{k: cfg[k] for k in keys})
+        net = PolicyValueNet(**{k: cfg[k] for k in keys}, aux=bool(cfg.get("aux", 0)))
     except ValueError as e:
         raise CheckpointError(f"{path}: bad network shape in checkpoint ({e})") from None
     state = payload.get("state_dict")

@@ -17,11 +17,19 @@ resign_disabled    bool                            the game was played with resi
 full_search        bool                            v2: a full search chose this move, so pi is a
                                                    policy target (playout-cap randomisation)
 root_value         float32                         v2: the search's root value, side to move
+ownership          fixed_size_list<int8>[M]        v3: the final position's owner of each point
+                                                   from the side to move (+1 its own, -1 the
+                                                   opponent's, 0 dame; Tromp-Taylor area)
+score              float32                         v3: the final score (komi included) from the
+                                                   side to move
+scored             bool                            v3: the game was played out (not resigned),
+                                                   so ownership and score are targets
 =================  ==============================  =============================================
 
-Schema version 1 (before issue 15) lacks the last two columns; its shards still load, every row
-a full search and its root value taken as z (so mixing it into the value target changes
-nothing).
+Schema version 1 (before issue 15) lacks ``full_search`` and ``root_value``; its shards still
+load, every row a full search and its root value taken as z (so mixing it into the value target
+changes nothing). Versions 1 and 2 lack the v3 columns; their rows load as not ``scored``
+(no ownership or score target: the auxiliary losses skip them).
 
 The file's schema metadata holds ``tabula.schema_version`` (``SCHEMA_VERSION``),
 ``tabula.board_size`` and ``tabula.metadata`` (the writer's JSON dict; self-play's says which
@@ -48,9 +56,10 @@ from model.files import atomic_file, checksum_matches, checksum_path, write_chec
 from tabula.errors import TabulaError, first_line
 from tabula.features import NUM_PLANES
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+_V3 = ("ownership", "score", "scored")
 #: Versions this code reads, and the columns each lacks (`_Columns` fills them in).
-READABLE = {1: ("full_search", "root_value"), 2: ()}
+READABLE = {1: ("full_search", "root_value", *_V3), 2: _V3, 3: ()}
 _KEY_VERSION, _KEY_SIZE, _KEY_META = (
     b"tabula.schema_version",
     b"tabula.board_size",
@@ -68,6 +77,9 @@ _COLUMN_DTYPES = {  # numpy dtype of each non-plane column
     "resign_disabled": np.bool_,
     "full_search": np.bool_,
     "root_value": np.float32,
+    "ownership": np.int8,
+    "score": np.float32,
+    "scored": np.bool_,
 }
 
 
@@ -83,7 +95,9 @@ class _Columns:
     pi: float32[R, M+1]; z: float32[R] in {-1, 0, +1} from the side to move; to_play: int8[R]
     (+1 black, -1 white); game_id, model_id: str[R]; move_number, iteration: int32[R];
     resign_disabled: bool[R]; full_search: bool[R] (default: all True); root_value:
-    float32[R] (default: z). Arrays read from a file may be read-only views of its buffers.
+    float32[R] (default: z); ownership: int8[R, M], score: float32[R], scored: bool[R]
+    (default: zeros, not scored). Arrays read from a file may be read-only views of its
+    buffers.
     """
 
     pi: np.ndarray
@@ -96,12 +110,22 @@ class _Columns:
     resign_disabled: np.ndarray
     full_search: np.ndarray = None  # type: ignore[assignment]  # filled in by __post_init__
     root_value: np.ndarray = None  # type: ignore[assignment]
+    ownership: np.ndarray = None  # type: ignore[assignment]
+    score: np.ndarray = None  # type: ignore[assignment]
+    scored: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.full_search is None:
             object.__setattr__(self, "full_search", np.ones(len(self.z), dtype=bool))
         if self.root_value is None:
             object.__setattr__(self, "root_value", np.asarray(self.z, dtype=np.float32).copy())
+        r, m = len(self.z), self.pi.shape[1] - 1
+        if self.ownership is None:
+            object.__setattr__(self, "ownership", np.zeros((r, m), dtype=np.int8))
+        if self.score is None:
+            object.__setattr__(self, "score", np.zeros(r, dtype=np.float32))
+        if self.scored is None:
+            object.__setattr__(self, "scored", np.zeros(r, dtype=bool))
 
     def __len__(self) -> int:
         return int(self.z.shape[0])
@@ -180,6 +204,13 @@ def shard_schema(
         pa.field("resign_disabled", pa.bool_(), nullable=False),
         pa.field("full_search", pa.bool_(), nullable=False),
         pa.field("root_value", pa.float32(), nullable=False),
+        pa.field(
+            "ownership",
+            pa.list_(pa.field("item", pa.int8(), nullable=False), m),
+            nullable=False,
+        ),
+        pa.field("score", pa.float32(), nullable=False),
+        pa.field("scored", pa.bool_(), nullable=False),
     ]
     schema = pa.schema([c for c in columns if c.name not in READABLE[version]])
     return schema.with_metadata(
@@ -221,7 +252,7 @@ def _check_records(records: ShardRecords, where: str) -> None:
         )
     for name, dtype in _COLUMN_DTYPES.items():
         col = getattr(records, name)
-        shape = (r, n * n + 1) if name == "pi" else (r,)
+        shape = {"pi": (r, n * n + 1), "ownership": (r, n * n)}.get(name, (r,))
         if not isinstance(col, np.ndarray) or col.shape != shape:
             got = col.shape if isinstance(col, np.ndarray) else type(col).__name__
             raise ShardError(f"{where}: column {name} must have shape {shape}, got {got}")
@@ -255,6 +286,10 @@ def _check_values(planes: np.ndarray, cols: _Columns, where: str) -> None:
         raise bad("move_number and iteration must be >= 0")
     if not np.isfinite(cols.root_value).all() or (np.abs(cols.root_value) > 1).any():
         raise bad("root_value must be in [-1, 1]")
+    if cols.ownership.size and np.abs(cols.ownership).max() > 1:
+        raise bad("ownership must be +1, -1 or 0 (owner of each point from the side to move)")
+    if not np.isfinite(cols.score).all():
+        raise bad("score must be finite")
 
 
 def write_shard(
@@ -293,10 +328,16 @@ def _to_arrow(records: ShardRecords, schema: pa.Schema) -> list[pa.Array]:
     pi = pa.FixedSizeListArray.from_arrays(
         pa.array(np.ascontiguousarray(records.pi).reshape(-1)), type=schema.field("pi").type
     )
-    rest = [
-        pa.array(getattr(records, name), type=schema.field(name).type) for name in schema.names[2:]
-    ]
-    return [planes, pi, *rest]
+
+    def column(name: str) -> pa.Array:
+        values, kind = getattr(records, name), schema.field(name).type
+        if pa.types.is_fixed_size_list(kind):
+            return pa.FixedSizeListArray.from_arrays(
+                pa.array(np.ascontiguousarray(values).reshape(-1)), type=kind
+            )
+        return pa.array(values, type=kind)
+
+    return [planes, pi, *(column(name) for name in schema.names[2:])]
 
 
 def _open(path: Path, verify_pages: bool = False) -> tuple[pq.ParquetFile, ShardInfo]:
@@ -380,6 +421,10 @@ def _from_table(table: pa.Table, info: ShardInfo) -> PackedShard:
     pi = table.column("pi").combine_chunks().flatten().to_numpy().reshape(-1, n * n + 1)
     cols: dict[str, np.ndarray] = {}
     for name in table.schema.names[2:]:
+        if name == "ownership":
+            flat = table.column(name).combine_chunks().flatten().to_numpy()
+            cols[name] = flat.reshape(-1, n * n)
+            continue
         arr = table.column(name).to_numpy()
         cols[name] = arr.astype(np.str_) if _COLUMN_DTYPES[name] is np.str_ else arr
     return PackedShard(pi=pi, packed_planes=packed, **cols)

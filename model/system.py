@@ -20,9 +20,16 @@ Batches are ``(planes uint8[B, 17, N, N], pi float32[B, N*N + 1], z float32[B])`
 precision comes from the Trainer (``precision="bf16-mixed"``), the documented Lightning switch
 (on a CPU without AVX512-BF16/AMX, like the 2-core dev machine, it trains ~2x slower than fp32).
 
+With ``aux`` (KataGo's auxiliary targets, Wu 2019) two terms join the sum, over the positions
+of played-out games only (``scored``; 0 when a batch has none): ``ownership_weight`` times the
+mean over points of the cross-entropy between the final owner of each point and the
+ownership head's (1 + o) / 2, and ``score_weight`` times the squared error of the score head
+against the final margin / N*N, both from the side to move.
+
 Logged every ``log_every_n_steps`` steps (means over the steps since the previous log, so that the
-per-step work stays a few tensor adds): ``loss``, ``loss/value``, ``loss/policy``, ``loss/l2``,
-``lr``, ``grad_norm`` (total 2-norm of the gradients, before the step) and ``samples_per_s``.
+per-step work stays a few tensor adds): ``loss``, ``loss/value``, ``loss/policy``, ``loss/l2``
+(and ``loss/ownership``, ``loss/score`` with ``aux``), ``lr``, ``grad_norm`` (total 2-norm of
+the gradients, before the step) and ``samples_per_s``.
 """
 
 from __future__ import annotations
@@ -37,8 +44,9 @@ import torch.nn.functional as F
 
 from model.network import PolicyValueNet
 
-#: Order of the loss terms in the running sums and in ``final_losses``.
+#: Order of the loss terms in the running sums and in ``final_losses`` (then the aux terms).
 LOSS_NAMES = ("value", "policy", "l2")
+AUX_LOSS_NAMES = ("ownership", "score")
 
 
 def lr_at(step: int, boundaries: Sequence[int], values: Sequence[float]) -> float:
@@ -82,6 +90,28 @@ def alphago_zero_loss(
     return value_loss, policy_loss, c * sq
 
 
+def auxiliary_loss(
+    ownership: torch.Tensor,
+    score: torch.Tensor,
+    owner: torch.Tensor,
+    margin: torch.Tensor,
+    scored: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ownership_loss, score_loss)`` as fp32 scalars, unweighted, over the ``scored`` rows.
+
+    ``ownership: [B, M]`` in [-1, 1] and ``owner: [B, M]`` in {-1, 0, +1}: the mean over points
+    and scored rows of the cross-entropy of (1 + owner) / 2 under (1 + ownership) / 2 (a dame
+    point's target is one half); ``score: [B]`` against ``margin / M`` (``margin: [B]`` in
+    points), squared error. Both from the side to move."""
+    weight = scored.float()
+    rows = weight.sum().clamp(min=1.0)
+    p = ((1.0 + ownership.float()) / 2.0).clamp(1e-6, 1.0 - 1e-6)
+    t = (1.0 + owner.float()) / 2.0
+    cross = -(t * p.log() + (1.0 - t) * (1.0 - p).log()).mean(dim=1)
+    target = margin.float() / owner.shape[1]
+    return (cross * weight).sum() / rows, ((score.float() - target) ** 2 * weight).sum() / rows
+
+
 class AlphaZeroSystem(pl.LightningModule):
     """Trains ``self.net`` (a ``PolicyValueNet``) on (planes, pi, z) batches.
 
@@ -95,6 +125,9 @@ class AlphaZeroSystem(pl.LightningModule):
         blocks: int,
         filters: int,
         value_hidden: int = 256,
+        aux: bool = False,
+        ownership_weight: float = 1.5,
+        score_weight: float = 1.0,
         lr_boundaries: Sequence[int] = (400_000, 600_000),
         lr_values: Sequence[float] = (1e-2, 1e-3, 1e-4),
         momentum: float = 0.9,
@@ -106,13 +139,14 @@ class AlphaZeroSystem(pl.LightningModule):
         super().__init__()
         lr_at(0, lr_boundaries, lr_values)  # validates the schedule's shape early
         self.save_hyperparameters()
-        self.net = PolicyValueNet(board_size, blocks, filters, value_hidden)
+        self.net = PolicyValueNet(board_size, blocks, filters, value_hidden, aux)
+        self.loss_names = LOSS_NAMES + (AUX_LOSS_NAMES if aux else ())
         if channels_last:
             # NHWC convolutions train ~1.35x faster on CPU (9x9 4x32, batch 256, measured for
             # bench/train.py); state dicts and weights_sha256 see the same values either way.
             self.net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.final_losses: dict[str, float] = {}
-        self._sums = torch.zeros(len(LOSS_NAMES))
+        self._sums = torch.zeros(len(self.loss_names))
         self._count = 0
         self._grad_norm = float("nan")
         self._clock = (0, 0.0)  # (global step, perf_counter) at the previous log
@@ -139,7 +173,7 @@ class AlphaZeroSystem(pl.LightningModule):
         )
 
     def on_train_start(self) -> None:
-        self._sums = torch.zeros(len(LOSS_NAMES), device=self.device)
+        self._sums = torch.zeros(len(self.loss_names), device=self.device)
         self._count = 0
         self._clock = (self.global_step, time.perf_counter())
 
@@ -155,11 +189,21 @@ class AlphaZeroSystem(pl.LightningModule):
         x = planes.float()
         if self.hparams["channels_last"]:
             x = x.contiguous(memory_format=torch.channels_last)
-        logits, value = self.net(x)
-        terms = alphago_zero_loss(
+        if self.net.aux and len(rest) == 4:
+            logits, value, ownership, score = self.net.forward_aux(x)
+        else:
+            (logits, value), ownership, score = self.net(x), None, None
+        terms: tuple[torch.Tensor, ...] = alphago_zero_loss(
             logits, value, pi, z, list(self.net.parameters()), self.hparams["weight_decay"], full
         )
         loss = terms[0] + terms[1] + terms[2]
+        if self.net.aux:  # (0 for a batch without the targets: old shards)
+            aux = (0.0 * value.sum(), 0.0 * value.sum())
+            if ownership is not None and score is not None:
+                aux = auxiliary_loss(ownership, score, *rest[1:])
+            loss = loss + self.hparams["ownership_weight"] * aux[0]
+            loss = loss + self.hparams["score_weight"] * aux[1]
+            terms = (*terms, *aux)
         self._sums += torch.stack(terms).detach()
         self._count += 1
         if self._log_now():
@@ -182,8 +226,10 @@ class AlphaZeroSystem(pl.LightningModule):
 
     def _window_means(self) -> dict[str, float]:
         means = (self._sums / max(self._count, 1)).tolist()
-        out = dict(zip(LOSS_NAMES, means, strict=True))
-        out["total"] = sum(means)
+        out = dict(zip(self.loss_names, means, strict=True))
+        weights = {"ownership": self.hparams["ownership_weight"],
+                   "score": self.hparams["score_weight"]}  # fmt: skip
+        out["total"] = sum(weights.get(k, 1.0) * v for k, v in out.items())
         return out
 
     def _log_window(self, batch_size: int) -> None:

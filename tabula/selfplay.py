@@ -120,12 +120,21 @@ class GameRecord:
 
     def planes(self) -> np.ndarray:
         """uint8[T, 17, N, N]: the network input at each position (replayed with `Game`)."""
+        return self.replay()[0]
+
+    def replay(self) -> tuple[np.ndarray, np.ndarray]:
+        """(``planes()``, the final position's area ownership int8[N*N], +1 black, -1 white)."""
         game = Game(self.board_size, self.komi)
         out = np.empty((self.length, NUM_PLANES, self.board_size, self.board_size), dtype=np.uint8)
         for t, move in enumerate(self.moves):
             out[t] = game.features()
             game.play(int(move))
-        return out
+        return out, game.ownership()
+
+    @property
+    def scored(self) -> bool:
+        """Played out to the end (not resigned), so its ownership and score are targets."""
+        return self.score is not None
 
     def resign_trace(self) -> ResignTrace:
         return ResignTrace.from_search(

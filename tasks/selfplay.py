@@ -204,8 +204,10 @@ class _Writer:
 
     def rows_of(self, r: GameRecord) -> ShardRecords:
         T = r.length
+        planes, owner = r.replay()
+        side = r.to_play.astype(np.int8)[:, None]  # the targets from the side to move
         return ShardRecords(
-            planes=r.planes(),
+            planes=planes,
             pi=r.pi,
             z=r.z,
             to_play=r.to_play,
@@ -216,6 +218,9 @@ class _Writer:
             resign_disabled=np.full(T, r.resign_disabled),
             full_search=r.full_search,
             root_value=r.root_values,
+            ownership=(owner[None, :] * side).astype(np.int8),
+            score=(np.float32(r.score or 0.0) * r.to_play).astype(np.float32),
+            scored=np.full(T, r.scored),
         )
 
     def flush(self) -> None:

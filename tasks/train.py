@@ -206,6 +206,9 @@ def _system(
         blocks=n.blocks,
         filters=n.filters,
         value_hidden=n.value_hidden,
+        aux=n.aux_heads,
+        ownership_weight=t.ownership_weight,
+        score_weight=t.score_weight,
         lr_boundaries=list(lr_boundaries),
         lr_values=list(t.lr_values),
         momentum=t.momentum,
@@ -363,7 +366,8 @@ def train_stage(
     dm = ShardDataModule(data, cfg.rules.board_size, t.batch_size, steps, seed,
                          window_games=t.window_games, window_iterations=t.window_iterations,
                          num_workers=t.num_workers,
-                         value_target_mix=t.value_target_mix)  # fmt: skip
+                         value_target_mix=t.value_target_mix,
+                         aux=cfg.network.aux_heads)  # fmt: skip
     with _quiet_and_deterministic():
         dm.setup("fit")  # every shard validated before anything else happens
         # A stage shorter than the interval logs every `steps` steps: one point at least.

@@ -209,7 +209,7 @@ def _error(text: str, overrides: tuple[str, ...] = ()) -> str:
 BAD_CONFIGS = {
     "unknown key": (
         "network:\n  filtres: 3\n",
-        "x.yaml: network.filtres: unknown key (allowed: blocks, filters, value_hidden)",
+        "x.yaml: network.filtres: unknown key (allowed: blocks, filters, value_hidden,",
     ),
     "unknown section": ("serch:\n  simulations: 3\n", "serch: unknown key (allowed: rules,"),
     "wrong type": ("search:\n  simulations: many\n", "search.simulations: must be an integer"),

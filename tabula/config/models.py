@@ -80,6 +80,11 @@ class NetworkConfig(_Section):
     blocks: int = Field(default=4, ge=1, description="Residual blocks (paper 19 or 39).")
     filters: int = Field(default=32, ge=1, description="Conv filters per layer (paper 256).")
     value_hidden: int = Field(default=256, ge=1, description="Value head FC width (paper 256).")
+    aux_heads: bool = Field(
+        default=False,
+        description="Ownership and score heads trained on each played-out game's final"
+        " position (KataGo, Wu 2019: 1.65x less compute); not in the paper.",
+    )
 
 
 class SearchConfig(_Section):
@@ -235,6 +240,18 @@ class TrainingConfig(_Section):
         le=1,
         description="lambda of the value target (1 - lambda) z + lambda v_root: the game result"
         " mixed with the search's root value (0: z alone, the paper).",
+    )
+    ownership_weight: float = Field(
+        default=1.5,
+        ge=0,
+        description="Weight of the ownership loss (mean cross-entropy over the points) with"
+        " network.aux_heads; KataGo's 1.5 / N^2 on the sum over points (Wu 2019).",
+    )
+    score_weight: float = Field(
+        default=1.0,
+        ge=0,
+        description="Weight of the score loss (squared error of margin / N^2, like the value's)"
+        " with network.aux_heads; ours (KataGo predicts a score distribution).",
     )
     bf16: bool | Literal["auto"] = Field(
         default="auto",

@@ -377,6 +377,49 @@ def area_score(board, nbr) -> int:
 
 
 @njit(cache=True, nogil=True)
+def area_ownership(board, nbr) -> np.ndarray:
+    """int8[M]: who owns each point under Tromp-Taylor area scoring: +1 black (a black stone,
+    or an empty point whose region reaches black alone), -1 white, 0 neither (dame). Its sum
+    is ``area_score``; the auxiliary ownership target of KataGo (Wu 2019), from a finished game."""
+    M = board.shape[0]
+    owner = np.zeros(M, dtype=np.int8)
+    seen = np.zeros(M, dtype=np.bool_)
+    stack = np.empty(M, dtype=np.int32)
+    for s in range(M):
+        if board[s] != 0:
+            owner[s] = board[s]
+            continue
+        if seen[s]:
+            continue
+        seen[s] = True
+        stack[0] = s
+        n, top = 1, 0
+        reach_black, reach_white = False, False
+        while top < n:
+            p = stack[top]
+            top += 1
+            for k in range(4):
+                q = nbr[p, k]
+                if q < 0:
+                    continue
+                v = board[q]
+                if v > 0:
+                    reach_black = True
+                elif v < 0:
+                    reach_white = True
+                elif not seen[q]:
+                    seen[q] = True
+                    stack[n] = q
+                    n += 1
+        colour = (
+            1 if reach_black and not reach_white else -1 if reach_white and not reach_black else 0
+        )
+        for j in range(n):
+            owner[stack[j]] = colour
+    return owner
+
+
+@njit(cache=True, nogil=True)
 def fills_own_eye(board, p, color, nbr) -> bool:
     """Every on-board neighbour of ``p`` is ``color`` (see the module docstring)."""
     for k in range(4):

@@ -20,6 +20,7 @@ from tabula.go.board import (
     LEGAL,
     OFF_BOARD,
     REASONS,
+    area_ownership,
     area_score,
     legal_mask,
     play_checked,
@@ -182,6 +183,11 @@ class Game:
     def score(self) -> float:
         """Tromp-Taylor area score: black area - white area - komi."""
         return area_score(self._boards[-1], self._ctx.neighbors) - self.komi
+
+    def ownership(self) -> np.ndarray:
+        """int8[N*N]: the owner of each point under Tromp-Taylor area scoring (+1 black, -1
+        white, 0 dame); its sum is the score before komi."""
+        return area_ownership(self._boards[-1], self._ctx.neighbors)
 
     def winner(self) -> int:
         """+1 if black wins, -1 if white wins, 0 for a draw (jigo)."""

@@ -77,3 +77,34 @@ def test_an_extended_run_stretches_its_rate_schedule_and_reproduces(prefect_serv
     remote = str(project / cfg.pipeline.dvc_remote)
     result = reproduce("3", str(project), cfg.pipeline.name, uri, remote)
     assert result.match, (result.differences, result.recorded_sha256, result.rebuilt_sha256)
+
+
+def test_auxiliary_ownership_and_score_heads_end_to_end(prefect_server, project):
+    """network.aux_heads: self-play writes each played-out game's final ownership and score
+    (consistent with each other: the owned points minus komi are the score), training adds
+    the two losses and logs them by step in MLflow, and the checkpoint reproduces."""
+    cfg = load_config(None, [*TINY, "network.aux_heads=true", "selfplay.v_resign=null",
+                             "pipeline.name=aux"])  # fmt: skip
+    run_pipeline(cfg, project, iterations=2)
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+    rows = [read_shard(s) for s in sorted(layout.selfplay(2).rglob("*.parquet"))]
+    scored = np.concatenate([r.scored for r in rows])
+    owner = np.concatenate([r.ownership for r in rows]).astype(np.int64)
+    score = np.concatenate([r.score for r in rows])
+    side = np.concatenate([r.to_play for r in rows]).astype(np.float64)
+    assert scored.any()
+    np.testing.assert_allclose(owner[scored].sum(axis=1) - cfg.rules.komi * side[scored],
+                               score[scored])  # fmt: skip
+    net, metadata = load_checkpoint(layout.model(2))
+    assert net.aux and {"ownership", "score"} <= set(metadata["losses"])
+
+    client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
+    exp = client.get_experiment_by_name(tracking.experiment_name())
+    runs = client.search_runs([exp.experiment_id], "tags.`tabula.run` = 'aux'")
+    logged = {k for r in runs for k in r.data.metrics}
+    assert {"loss/ownership", "loss/score"} <= logged, logged
+
+    uri = tracking.resolve_uri(cfg.pipeline.mlflow_tracking_uri, project)
+    remote = str(project / cfg.pipeline.dvc_remote)
+    result = reproduce("2", str(project), cfg.pipeline.name, uri, remote)
+    assert result.match, (result.differences, result.recorded_sha256, result.rebuilt_sha256)

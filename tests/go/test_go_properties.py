@@ -14,7 +14,7 @@ import pytest
 from tabula.features import apply_policy, transform_move
 from tabula.go import Game, IllegalMoveError
 from tabula.go.hashset import hashset_contains, hashset_count
-from tests.helpers.go import random_game, ref_area, ref_hash, ref_play
+from tests.helpers.go import random_game, ref_area, ref_hash, ref_ownership, ref_play
 
 # (size, games in the default run, games under -m slow)
 SIZES = [(5, 2000, 10000), (9, 300, 1500), (19, 30, 100)]
@@ -43,6 +43,9 @@ def check_against_reference(g: Game) -> None:
         assert replay.position_hash == seen[board]
     assert (g.board.ravel() == board).all()
     assert g.score() == ref_area(board, N) - g.komi
+    owner = g.ownership()
+    assert owner.tolist() == ref_ownership(board, N)
+    assert int(owner.sum()) == ref_area(board, N)
     table = g.hash_set()
     assert hashset_count(table) == len(seen) == len(set(seen.values()))
     assert all(hashset_contains(table, np.uint64(h)) for h in seen.values())

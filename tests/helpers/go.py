@@ -150,6 +150,27 @@ def ref_area(board: tuple[int, ...] | list[int], N: int) -> int:
     return score
 
 
+def ref_ownership(board: tuple[int, ...] | list[int], N: int) -> list[int]:
+    """Each point's Tromp-Taylor owner: its stone's colour, or the one colour its empty
+    region reaches (0 when it reaches both or none)."""
+    owner = list(board)
+    for p, v in enumerate(board):
+        if v == 0 and owner[p] == 0:
+            region, reach, todo = {p}, set(), [p]
+            while todo:
+                s = todo.pop()
+                for q in ref_neighbors(s, N):
+                    if board[q] == 0 and q not in region:
+                        region.add(q)
+                        todo.append(q)
+                    elif board[q]:
+                        reach.add(board[q])
+            colour = next(iter(reach)) if len(reach) == 1 else 0
+            for q in region:
+                owner[q] = colour
+    return owner
+
+
 def ref_hash(board: tuple[int, ...] | list[int] | np.ndarray, N: int) -> int:
     """Zobrist hash from scratch with the context's keys (numpy, not the kernels)."""
     zob = rules_context(N).zobrist

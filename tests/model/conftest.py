@@ -29,6 +29,9 @@ def random_records(rows: int, n: int, rng: np.random.Generator) -> ShardRecords:
         iteration=np.full(rows, 2, np.int32),
         model_id=np.array(["ckpt-0001"] * rows, dtype=np.str_),
         resign_disabled=rng.random(rows) < 0.1,
+        ownership=rng.integers(-1, 2, (rows, n * n)).astype(np.int8),
+        score=rng.normal(0.0, 10.0, rows).astype(np.float32),
+        scored=rng.random(rows) < 0.8,
     )
 
 

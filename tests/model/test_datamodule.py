@@ -202,3 +202,39 @@ def test_value_target_mix_and_the_policy_target_mask(tmp_path: Path) -> None:
     write_shard(tmp_path / "a.parquet", records)  # every row a full search: no mask
     assert load_window([tmp_path], 5).full is None and len(plain.batch(rows)) == 4
     assert len(load_window([tmp_path], 5).batch(rows)) == 3
+
+
+@settings(max_examples=20, deadline=None)
+@given(N=st.sampled_from([5, 9, 19]), seed=st.integers(0, 2**31 - 1))
+def test_ownership_moves_with_the_board_under_every_symmetry(N: int, seed: int) -> None:
+    """With auxiliary targets, each row's ownership is transformed as its planes: here the
+    owner of each point is the side to move's stone plane, before and after."""
+    from dataclasses import replace
+
+    rec = synthetic_records(N, games=2, moves=4, seed=seed)
+    own = rec.planes[:, 0].reshape(len(rec), N * N).astype(np.int8)
+    rec = replace(rec, ownership=own, score=np.arange(len(rec), dtype=np.float32),
+                  scored=np.arange(len(rec)) % 3 > 0)  # fmt: skip
+    window = replace(_window(rec, N), ownership=rec.ownership, score=rec.score, scored=rec.scored)
+    rng = np.random.default_rng(seed)
+    rows, syms = rng.integers(0, len(window), 16), rng.integers(0, 8, 16)
+    planes, pi, z, full, owner, score, scored = window.batch(rows, syms)
+    assert full.all() and owner.dtype == torch.int8
+    np.testing.assert_array_equal(owner.numpy(), planes[:, 0].reshape(16, N * N).numpy())
+    assert (score.numpy() == rows).all() and (scored.numpy() == (rows % 3 > 0)).all()
+
+
+def test_auxiliary_targets_load_only_when_asked(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    records = synthetic_records(5, games=4, moves=6, seed=3)
+    rng = np.random.default_rng(3)
+    own = rng.integers(-1, 2, (len(records), 25)).astype(np.int8)
+    ones = np.ones(len(records), np.float32)
+    aux = replace(records, ownership=own, score=ones, scored=ones > 0)
+    write_shard(tmp_path / "a.parquet", aux)
+    assert load_window([tmp_path], 5).ownership is None
+    window = load_window([tmp_path], 5, aux=True)
+    assert window.ownership is not None and (window.ownership == own).all()
+    assert len(window.batch(np.arange(4))) == 7
+    assert bytes_per_position(5, aux=True) == bytes_per_position(5) + 25 + 5

@@ -67,7 +67,7 @@ def test_file_layout(tmp_path: Path, records: ShardRecords) -> None:
     path = write_shard(tmp_path / "a.parquet", records)
     pf = pq.ParquetFile(path)
     assert pf.schema_arrow.remove_metadata().equals(shard_schema(9).remove_metadata())
-    assert pf.schema_arrow.metadata[b"tabula.schema_version"] == b"2"
+    assert pf.schema_arrow.metadata[b"tabula.schema_version"] == b"3"
     assert pf.schema_arrow.metadata[b"tabula.board_size"] == b"9"
     assert pf.metadata.row_group(0).column(0).compression == "ZSTD"
     assert pf.schema_arrow.field("planes").type == pa.binary(packed_width(9))
@@ -157,8 +157,8 @@ def test_other_version_columns_and_board_size_refused(
     table = pq.read_table(path)
     meta = dict(table.schema.metadata)
     newer = tmp_path / "newer.parquet"
-    pq.write_table(table.replace_schema_metadata({**meta, b"tabula.schema_version": b"3"}), newer)
-    assert "schema_version 3, this code reads 1, 2" in refusal(read_shard, newer)
+    pq.write_table(table.replace_schema_metadata({**meta, b"tabula.schema_version": b"4"}), newer)
+    assert "schema_version 4, this code reads 1, 2, 3" in refusal(read_shard, newer)
     fewer = tmp_path / "fewer.parquet"
     pq.write_table(table.drop_columns(["model_id"]).replace_schema_metadata(meta), fewer)
     assert "columns do not match" in refusal(read_shard, fewer)
@@ -208,16 +208,35 @@ def test_version_1_shards_still_load(tmp_path: Path, records: ShardRecords) -> N
     table = pq.read_table(path)
     meta = {**table.schema.metadata, b"tabula.schema_version": b"1"}
     old = tmp_path / "old.parquet"
-    pq.write_table(table.drop_columns(["full_search", "root_value"]).replace_schema_metadata(meta),
-                   old)  # fmt: skip
+    dropped = ["full_search", "root_value", "ownership", "score", "scored"]
+    pq.write_table(table.drop_columns(dropped).replace_schema_metadata(meta), old)
     (old.parent / (old.name + ".sha256")).unlink(missing_ok=True)
     back = read_shard(old)
     assert read_shard_info(old).schema_version == 1
     assert back.full_search.all() and (back.root_value == back.z).all()
+    assert not back.scored.any() and not back.ownership.any()
     assert (back.pi == records.pi).all()
-    wrong = tmp_path / "wrong.parquet"  # a v2 shard claiming v1 still has v2's columns
+    wrong = tmp_path / "wrong.parquet"  # a v3 shard claiming v1 still has v3's columns
     pq.write_table(table.replace_schema_metadata(meta), wrong)
     assert "columns do not match the 9x9 shard schema v1" in refusal(read_shard, wrong)
+
+
+def test_version_2_shards_load_without_auxiliary_targets(
+    tmp_path: Path, records: ShardRecords
+) -> None:
+    """Shards written before the ownership and score targets (schema v2) load as not scored:
+    the auxiliary losses skip their rows."""
+    path = write_shard(tmp_path / "a.parquet", records)
+    table = pq.read_table(path)
+    meta = {**table.schema.metadata, b"tabula.schema_version": b"2"}
+    old = tmp_path / "old.parquet"
+    v2 = table.drop_columns(["ownership", "score", "scored"])
+    pq.write_table(v2.replace_schema_metadata(meta), old)
+    back = read_shard(old)
+    assert read_shard_info(old).schema_version == 2
+    assert not back.scored.any() and not back.ownership.any() and not back.score.any()
+    assert (back.root_value == records.root_value).all()
+    assert back.ownership.shape == (len(records), 81)
 
 
 def test_playout_cap_columns_round_trip(tmp_path: Path, records: ShardRecords) -> None:
@@ -233,3 +252,17 @@ def test_playout_cap_columns_round_trip(tmp_path: Path, records: ShardRecords) -
     bad = replace(capped, root_value=np.full(len(records), 1.5, dtype=np.float32))
     assert "root_value must be in [-1, 1]" in refusal(write_shard, tmp_path / "b.parquet",
                                                       records=bad)  # fmt: skip
+
+
+def test_auxiliary_columns_round_trip_and_are_checked(
+    tmp_path: Path, records: ShardRecords
+) -> None:
+    back = read_shard(write_shard(tmp_path / "a.parquet", records))
+    assert (back.ownership == records.ownership).all() and back.ownership.dtype == np.int8
+    assert (back.score == records.score).all() and (back.scored == records.scored).all()
+    owner = records.ownership.copy()
+    owner[3, 7] = 2
+    bad = replace(records, ownership=owner)
+    assert "ownership must be" in refusal(write_shard, tmp_path / "b.parquet", records=bad)
+    bad = replace(records, score=np.full(len(records), np.nan, dtype=np.float32))
+    assert "score must be finite" in refusal(write_shard, tmp_path / "c.parquet", records=bad)

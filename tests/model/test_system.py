@@ -241,3 +241,48 @@ def test_policy_loss_counts_only_full_search_rows() -> None:
     assert torch.allclose(v, v_all) and torch.allclose(p, p_sub)
     none = torch.zeros(6, dtype=torch.bool)
     assert alphago_zero_loss(logits, value, pi, z, w, 0.0, none)[1] == 0
+
+
+def test_auxiliary_loss_known_values_and_scored_rows_only() -> None:
+    """Ownership: cross-entropy of (1 + owner) / 2 under (1 + o) / 2, a mean over points;
+    score: squared error against margin / M; rows of unscored games count for nothing."""
+    from model.system import auxiliary_loss
+
+    owner = torch.tensor([[1, -1, 0, 1], [1, 1, 1, 1]], dtype=torch.int8)
+    scored = torch.tensor([True, False])
+    half = torch.zeros(2, 4)  # predicts one half everywhere: log 2 per point
+    own, score = auxiliary_loss(half, torch.tensor([0.5, 9.0]), owner, torch.tensor([2.0, 0.0]),
+                                scored)  # fmt: skip
+    assert own.item() == pytest.approx(np.log(2.0), rel=1e-6)
+    assert score.item() == pytest.approx((0.5 - 2.0 / 4) ** 2, abs=1e-7)
+    sure = owner.float() * 0.999999  # near-certain and right: near zero
+    assert auxiliary_loss(sure, torch.zeros(2), owner, torch.zeros(2), scored)[0] < 0.75
+    none = torch.zeros(2, dtype=torch.bool)
+    assert auxiliary_loss(half, torch.ones(2), owner, torch.zeros(2), none) == (0.0, 0.0)
+
+
+def test_aux_heads_train_ownership_and_score_and_log_them() -> None:
+    """With aux heads the two extra losses fall on a fixed dataset and are logged; play and
+    export see the same (logits, value) outputs as a net without them."""
+    g = np.random.default_rng(1)
+    batches = []
+    for planes, pi, z in _batches(1, size=16, one_hot=True):
+        owner = torch.from_numpy(g.integers(-1, 2, (16, M)).astype(np.int8))
+        margin = torch.from_numpy(g.normal(0, 5, 16).astype(np.float32))
+        batches.append((planes, pi, z, torch.ones(16, dtype=torch.bool), owner, margin,
+                        torch.ones(16, dtype=torch.bool)))  # fmt: skip
+    system = _system(lr_boundaries=[], lr_values=[0.1], aux=True, log_every_n_steps=5)
+    assert system.loss_names[-2:] == ("ownership", "score")
+    system.training_step(batches[0], 0)
+    start = system._window_means()
+    system._sums.zero_()
+    system._count = 0
+    _trainer(1).fit(system, train_dataloaders=_loader(batches * 100))
+    final = system.final_losses
+    assert final["ownership"] < 0.8 * start["ownership"], (start, final)
+    assert final["score"] < 0.5 * start["score"], (start, final)
+    x = batches[0][0].float()
+    logits, value = system.net(x)
+    aux = system.net.forward_aux(x)
+    assert torch.equal(aux[0], logits) and torch.equal(aux[1], value)
+    assert aux[2].shape == (16, M) and aux[3].shape == (16,)
