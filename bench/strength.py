@@ -25,9 +25,9 @@ Configs (``CONFIGS``): ``paper``, the paper's search and training settings on 9x
 400-game SPRT gate) with the quick start's network and per-iteration game count so that only
 the algorithm differs, fitted to two cores; ``default``, the quick start
 (``configs/quickstart.yaml``); ``gumbel``, the default with issue 15's Gumbel search and no
-gating. Every run plans 1000 iterations (``pipeline.iterations``) and the budget stops it: the
-paper's fixed-step rate schedule and the default's run schedule both stay at 1e-2 within the
-budgets here.
+gating; ``aux``, the default with the ownership and score heads. Every run plans 1000
+iterations (``pipeline.iterations``) and the budget stops it: the paper's fixed-step rate
+schedule and the default's run schedule both stay at 1e-2 within the budgets here.
 
 Everything is kept under ``--workdir`` (default ``bench/results/strength/BUDGET``): a killed
 benchmark resumes with ``--resume`` where it stopped (the runs are tabula runs, which resume
@@ -131,6 +131,11 @@ CONFIGS = {
         ),  # fmt: skip
         "the default with the Gumbel search (Danihelka et al. 2022) and no gating (Silver et al."
         " 2018; KataGo)",
+    ),
+    "aux": Entry(
+        "configs/quickstart.yaml",
+        (*MACHINE, "pipeline.iterations=1000", "network.aux_heads=true"),
+        "the default with KataGo's ownership and score heads (Wu 2019)",
     ),
 }
 

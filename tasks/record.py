@@ -91,7 +91,9 @@ def open_pipeline_run(cfg: Config, layout: RunLayout, tags: dict[str, str]) -> s
 def open_iteration_run(
     cfg: Config, layout: RunLayout, i: int, parent_id: str, tags: dict[str, str]
 ) -> str:
-    """The iteration's child run: created once, reopened when the iteration resumes."""
+    """The iteration's child run: created once, reopened when the iteration resumes. A stop
+    while its params are logged (a SIGTERM just after the run opened) ends it FAILED or KILLED,
+    as a stop inside the iteration does."""
     client = _client(cfg, layout)
     exp = _experiment(cfg, layout, client)
     key = {
@@ -102,7 +104,11 @@ def open_iteration_run(
     run_id = tracking.find_or_create_run(
         client, exp, key, f"iter-{i:04d}", parent_id=parent_id, tags=tags
     )
-    tracking.log_params(client, run_id, config_to_flat_dict(cfg.resolve()))
+    try:
+        tracking.log_params(client, run_id, config_to_flat_dict(cfg.resolve()))
+    except BaseException as error:
+        fail(cfg, layout, [run_id], error)
+        raise
     return run_id
 
 

@@ -31,7 +31,7 @@ def test_killed_run_resumes_with_nothing_lost_or_doubled(
     runs.run(project, 2, api)
 
     reference = tmp_path / "reference"
-    subprocess.run(["git", "clone", "-q", str(project), str(reference)], check=True)
+    subprocess.run(["git", "clone", "-q", "-b", "main", str(project), str(reference)], check=True)
     for path in ("data", "mlflow", ".dvc", ".dvcignore"):
         subprocess.run(["rm", "-rf", str(reference / path)], check=True)
     run_pipeline(tiny_config, reference, iterations=2)
