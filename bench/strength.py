@@ -382,7 +382,7 @@ def main() -> None:
         )
     if shutil.which("gnugo") is None and not Path("/usr/games/gnugo").exists():
         raise SystemExit("bench/strength.py: gnugo is not installed (apt-get install gnugo)")
-    workdir = args.workdir or ROOT / "bench" / "results" / "strength" / args.budget
+    workdir = (args.workdir or ROOT / "bench" / "results" / "strength" / args.budget).resolve()
     if workdir.exists() and not args.resume:
         raise SystemExit(f"bench/strength.py: {workdir} exists: pass --resume, or remove it")
     started = time.monotonic()
