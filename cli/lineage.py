@@ -1,6 +1,6 @@
 """The lineage commands: ``tabula reproduce`` (rebuild a checkpoint and compare), ``tabula stage
-train`` (the ``train`` stage's DVC command: the same check, in the iteration's place) and
-``tabula push`` (publish a run's data, branch and tags)."""
+selfplay|train`` (the DVC commands of those stages: the same check, in the iteration's place)
+and ``tabula push`` (publish a run's data, branch and tags)."""
 
 from __future__ import annotations
 
@@ -50,10 +50,11 @@ def reproduce(
     from tasks.reproduce import locate, require_iteration, require_run
 
     cfg = _config(config, set_)
-    if not target.startswith("models:/"):  # an unknown run, iteration or target: one line
-        run, i, _ = locate(target, _project(), cfg.pipeline.name, cfg.pipeline.data_dir, "")
-        require_run(_project(), run, cfg.pipeline.data_dir)
-        require_iteration(_project(), run, i, cfg.pipeline.data_dir)
+    # An unknown run, iteration, model or store is one line, before anything is created.
+    uri = cfg.pipeline.mlflow_tracking_uri
+    run, i, _ = locate(target, _project(), cfg.pipeline.name, cfg.pipeline.data_dir, uri)
+    require_run(_project(), run, cfg.pipeline.data_dir)
+    require_iteration(_project(), run, i, cfg.pipeline.data_dir)
     _one_line_console_errors()
     _verdict(
         reproduce_flow(
@@ -85,6 +86,30 @@ def stage_train(
     cfg, layout = run_layout(params)
     require_iteration(layout.project, layout.run, iteration, layout.data_dir)
     _verdict(redo_train_stage(cfg, layout, iteration))
+
+
+@stage_app.command("selfplay")
+@expected_errors
+def stage_selfplay(
+    params: Annotated[
+        Path, typer.Option(help="The run's frozen config (data_dir/RUN/params.yaml).")
+    ],
+    iteration: Annotated[int, typer.Option(min=1, help="The iteration to replay.")],
+) -> None:
+    """Replay an iteration's self-play as the pipeline did and check the games byte for byte.
+
+    The ``selfplay`` stage's command in ``iter-NNNN/dvc.yaml``: a MATCH keeps (or, where
+    missing, brings back) the recorded games; a MISMATCH exits 1 and writes nothing."""
+    from tasks.reproduce import redo_selfplay_stage, run_layout
+
+    cfg, layout = run_layout(params)
+    differences = redo_selfplay_stage(cfg, layout, iteration)
+    typer.echo(f"run {layout.run} iteration {iteration} self-play")
+    for line in differences:
+        typer.echo(f"differs: {line}")
+    typer.echo("MISMATCH" if differences else "MATCH")
+    if differences:
+        raise typer.Exit(1)
 
 
 @expected_errors

@@ -34,23 +34,26 @@ def _rel(layout: RunLayout, target: Path, i: int) -> str:
     return os.path.relpath(target, layout.iteration(i))
 
 
-#: Why the ``selfplay`` and ``evaluate`` stages are ``frozen`` (DVC's ``desc``): their commands
-#: (the same ``tabula`` commands a user can run by hand) do not redo exactly what the pipeline
-#: ran, so ``dvc repro`` verifies their outputs instead of rewriting them.
+#: Why the ``evaluate`` stage is ``frozen`` (DVC's ``desc``): its command (the ``tabula gate``
+#: a user can run by hand) does not redo all that the pipeline did, so ``dvc repro`` verifies
+#: its outputs instead of rewriting them.
 FROZEN_WHY = {
-    "selfplay": "frozen: the pipeline ran several workers, each with its own seed and folder"
-    " (selfplay/worker-WW), and the resignation threshold carried over from the previous"
-    " iteration; this command plays one worker's games",
     "evaluate": "frozen: the pipeline also played the anchors and added every game to the run's"
     " results store (data/<run>/results), which DVC does not track",
 }
 
-#: The ``train`` stage is exact: its command retrains as the pipeline did and checks the weights.
-TRAIN_DESC = (
-    "retrains this iteration as the pipeline did (its recorded window, parent, seed, threads,"
-    " rate schedule and precision) and compares the weights byte for byte with the recorded"
-    " ones: a mismatch fails and writes nothing; DVC leaves the outputs in place (persist)"
-)
+#: The ``selfplay`` and ``train`` stages are exact: their commands redo what the pipeline did
+#: and check it against the record, keeping the recorded outputs (``persist``).
+EXACT_DESC = {
+    "selfplay": "replays this iteration's self-play as the pipeline did (every worker with its"
+    " seed, games and folder, the recorded champion and resignation threshold) and compares the"
+    " games byte for byte with the recorded ones: a mismatch fails and writes nothing; DVC"
+    " leaves the outputs in place (persist)",
+    "train": "retrains this iteration as the pipeline did (its recorded window, parent, seed,"
+    " threads, rate schedule and precision) and compares the weights byte for byte with the"
+    " recorded ones: a mismatch fails and writes nothing; DVC leaves the outputs in place"
+    " (persist)",
+}
 
 
 def init_metadata(run: str, seed: int) -> dict[str, Any]:
@@ -91,17 +94,15 @@ def write_iteration_stages(layout: RunLayout, plan: IterationPlan) -> Path:
     window = [_rel(layout, layout.project / w, i) for w in plan.window]
     stages: dict[str, dict[str, Any]] = {
         "selfplay": {
-            "cmd": (
-                f"tabula selfplay --config {PARAMS} --model {best}/model.pt "
-                f"--iteration {i} --seed {plan.selfplay_seed} --out selfplay"
-            ),
+            "cmd": f"tabula stage selfplay --params {PARAMS} --iteration {i}",
+            "desc": EXACT_DESC["selfplay"],
             "deps": [best],
             "params": [{PARAMS: ["rules", "search", "selfplay"]}],
-            "outs": ["selfplay"],
+            "outs": [{"selfplay": {"persist": True}}],
         },
         "train": {
             "cmd": f"tabula stage train --params {PARAMS} --iteration {i}",
-            "desc": TRAIN_DESC,
+            "desc": EXACT_DESC["train"],
             "deps": [*window, parent],
             "params": [{PARAMS: ["rules", "network", "training"]}],
             "outs": [{"model": {"persist": True}}],

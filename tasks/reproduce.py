@@ -25,15 +25,7 @@ def locate(
 ) -> tuple[str, int, str]:
     """(run, iteration, recorded weights sha256 or '') for an iteration or a model URI."""
     if target.startswith("models:/"):
-        client = tracking.connect(tracking_uri, project)
-        rest = target.removeprefix("models:/")
-        if "@" in rest:
-            name, alias = rest.split("@", 1)
-            version = client.get_model_version_by_alias(name, alias)
-        else:
-            name, number = rest.rsplit("/", 1)
-            version = client.get_model_version(name, number)
-        tags = version.tags
+        tags = tracking.model_version(target, tracking_uri, project).tags
         return tags["tabula.run"], int(tags["tabula.iteration"]), tags.get(tracking.TAG_SHA, "")
     match = _ITER.match(target)
     if not match:
@@ -198,3 +190,62 @@ def redo_train_stage(cfg: Config, layout: RunLayout, i: int) -> Reproduction:
         return verdict
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def redo_selfplay_stage(cfg: Config, layout: RunLayout, i: int) -> list[str]:
+    """The ``selfplay`` stage's command (``tabula stage selfplay``): replay iteration ``i``'s
+    self-play as the pipeline ran it (every worker with its own seed, games and folder, the
+    recorded champion, the resignation threshold it played with) into a scratch folder and
+    compare its DVC hash with the one ``dvc.lock`` recorded. Returns what differs (empty: a
+    match).
+
+    On a match ``selfplay/`` is left as it is when it holds the same files, byte for byte, and
+    replaced by the replay when it is missing or differs; on a mismatch nothing is written."""
+    from tabula.plan import IterationPlan, derive_seed, with_v_resign, worker_games
+    from tasks.records import SelfplayRecord
+    from tasks.selfplay import run_worker
+    from tasks.stages import set_threads
+
+    plan = finished(layout, i, Stage.PLAN, IterationPlan)
+    record = finished(layout, i, Stage.SELFPLAY, SelfplayRecord)
+    if plan is None or record is None:
+        raise UsageError(f"run {layout.run!r} has no finished self-play in iteration {i}")
+    target = layout.selfplay(i)
+    recorded = versioning.stage_outs(layout.project, layout.stage_file(i), "selfplay")
+    expected = recorded.get(layout.rel(target), "")
+    played = with_v_resign(cfg, record.v_resign_used)
+    scratch = Path(tempfile.mkdtemp(prefix=".rebuild-", dir=layout.iteration(i)))
+    try:
+        rebuilt = scratch / target.name
+        set_threads(max(1, (os.cpu_count() or 1) // cfg.selfplay.workers))
+        for w, games in enumerate(worker_games(cfg.selfplay.games, cfg.selfplay.workers)):
+            run_worker(played, str(layout.model(plan.best)), rebuilt / f"worker-{w:02d}",
+                       games=games, seed=derive_seed(plan.selfplay_seed, w), iteration=i,
+                       worker=w)  # fmt: skip
+        replayed = versioning.dir_hash(rebuilt)
+        if replayed != expected:
+            kept = _differing_files(target, rebuilt) if target.exists() else []
+            return [f"{layout.rel(target)}: replayed {replayed}, recorded {expected or '?'}",
+                    *kept]  # fmt: skip
+        if not target.exists() or _differing_files(target, rebuilt):
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(rebuilt, target)
+        return []
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _differing_files(recorded: Path, rebuilt: Path) -> list[str]:
+    """The files that are in one folder only or differ in bytes (paths under ``recorded``)."""
+
+    def files(root: Path) -> dict[str, Path]:
+        return {str(p.relative_to(root)): p for p in root.rglob("*") if p.is_file()}
+
+    a, b = files(recorded), files(rebuilt)
+    return [
+        f"{recorded.name}/{name}: "
+        + ("not replayed" if name not in b else "not recorded" if name not in a else "differs")
+        for name in sorted(a.keys() | b.keys())
+        if name not in a or name not in b or a[name].read_bytes() != b[name].read_bytes()
+    ]

@@ -325,6 +325,35 @@ def mark_killed(client, experiment_id: str, run: str) -> list[str]:
     return [r.info.run_id for r in found]
 
 
+def model_version(uri: str, tracking_uri: str, project: Path | None) -> Any:
+    """The MLflow model version that ``models:/NAME@ALIAS`` or ``models:/NAME/VERSION`` names.
+
+    A store that is not there (it is not created), a malformed URI and an unknown model, alias
+    or version are each one line (``UsageError``) naming the registered models."""
+    resolved = resolve_uri(tracking_uri, project)
+    store = Path(resolved.removeprefix("sqlite:///")) if resolved.startswith("sqlite:///") else None
+    if store is not None and not store.is_file():  # reading a store must not create one
+        raise UsageError(f"{uri}: no MLflow store at {store} (set pipeline.mlflow_tracking_uri)")
+    rest = uri.removeprefix("models:/")
+    if not uri.startswith("models:/") or not ("@" in rest or "/" in rest):
+        raise UsageError(f"{uri}: expected models:/NAME@ALIAS or models:/NAME/VERSION")
+    client = connect(tracking_uri, project)
+    from mlflow.exceptions import MlflowException
+
+    try:
+        if "@" in rest:
+            name, alias = rest.split("@", 1)
+            return client.get_model_version_by_alias(name, alias)
+        name, number = rest.rsplit("/", 1)
+        return client.get_model_version(name, number)
+    except MlflowException as error:  # no such model, alias or version
+        names = sorted(m.name for m in client.search_registered_models())
+        raise UsageError(
+            f"{uri}: {str(error.message).splitlines()[0]} (registered models: "
+            f"{', '.join(names) or 'none'})"
+        ) from None
+
+
 def resolve_model(
     uri: str, tracking_uri: str, project: Path | None, dst: Path
 ) -> tuple[Path, dict]:
@@ -332,29 +361,8 @@ def resolve_model(
 
     Returns the local checkpoint file and the model version's tags (the lineage).
     """
+    version = model_version(uri, tracking_uri, project)
     resolved = resolve_uri(tracking_uri, project)
-    store = Path(resolved.removeprefix("sqlite:///")) if resolved.startswith("sqlite:///") else None
-    if store is not None and not store.is_file():  # reading a store must not create one
-        raise UsageError(f"{uri}: no MLflow store at {store} (set pipeline.mlflow_tracking_uri)")
-    client = connect(tracking_uri, project)
-    rest = uri.removeprefix("models:/")
-    from mlflow.exceptions import MlflowException
-
-    try:
-        if "@" in rest:
-            name, alias = rest.split("@", 1)
-            version = client.get_model_version_by_alias(name, alias)
-        elif "/" in rest:
-            name, number = rest.split("/", 1)
-            version = client.get_model_version(name, number)
-        else:
-            raise UsageError(f"{uri}: expected models:/NAME@ALIAS or models:/NAME/VERSION")
-    except MlflowException as error:  # no such model, alias or version
-        names = sorted(m.name for m in client.search_registered_models())
-        raise UsageError(
-            f"{uri}: {str(error.message).splitlines()[0]} (registered models: "
-            f"{', '.join(names) or 'none'})"
-        ) from None
     import mlflow.artifacts
 
     os.makedirs(dst, exist_ok=True)

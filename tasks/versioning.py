@@ -158,6 +158,24 @@ def stage_outs(project: Path, stage_file: Path, stage: str) -> dict[str, str]:
     return {str(base / out["path"]): out["md5"] for out in lock.get("outs", [])}
 
 
+def dir_hash(path: Path) -> str:
+    """DVC's hash of a directory (``<md5>.dir``, as ``dvc.lock`` records it), computed from
+    the files themselves: no repository, no lock (a stage command may use it while DVC holds
+    the locks of its outputs)."""
+    import hashlib
+
+    from dvc_data.hashfile.hash_info import HashInfo
+    from dvc_data.hashfile.meta import Meta
+    from dvc_data.hashfile.tree import Tree
+
+    tree = Tree()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        md5 = hashlib.md5(file.read_bytes(), usedforsecurity=False).hexdigest()
+        tree.add(file.relative_to(path).parts, Meta(size=file.stat().st_size), HashInfo("md5", md5))
+    tree.digest()
+    return str(tree.hash_info.value)
+
+
 def stage_deps(project: Path, stage_file: Path, stage: str) -> dict[str, str]:
     """The dependency hashes recorded for ``stage`` (paths relative to the project)."""
     lock = _read_lock(stage_file).get(stage, {})

@@ -174,7 +174,10 @@ def test_a_missing_mlflow_store_is_one_line_and_stays_missing(tmp_path: Path) ->
         f"tabula: models:/tabula-quickstart@champion: no MLflow store at {store} "
         "(set pipeline.mlflow_tracking_uri)"
     )
-    assert not store.parent.exists()
+    again = subprocess.run([argv[0], "reproduce", *argv[3:]], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert _one_line(again) == _one_line(proc)
+    assert not store.parent.exists() and not (tmp_path / ".dvc").exists()
 
 
 # --- 4. GTP: 10,000 random and malformed lines -------------------------------------------------

@@ -122,33 +122,37 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 
 def test_dvc_repro_loses_nothing(ran):
-    """``init`` is redone exactly; ``train`` retrains and checks the weights byte for byte;
-    ``selfplay`` and ``evaluate`` are frozen (their ``desc`` says why), so a forced ``dvc
-    repro`` verifies them. Every byte and lock stays as it was."""
+    """``init`` is redone exactly; ``selfplay`` replays and ``train`` retrains, each checked
+    byte for byte; ``evaluate`` is frozen (its ``desc`` says why), so a forced ``dvc repro``
+    verifies it. Every byte and lock stays as it was."""
     iteration = ran / "data" / runs.RUN / "iter-0001"
     before = {p: _files(p) for p in (ran / "data" / runs.RUN).glob("iter-*")}
     for stage in ("iter-0000/dvc.yaml:init", "iter-0001/dvc.yaml:evaluate",
                   "iter-0001/dvc.yaml:train", "iter-0002/dvc.yaml:selfplay"):  # fmt: skip
         out = sh(ran, DVC, "repro", "-f", "-s", f"data/{runs.RUN}/{stage}")
-        assert ("MATCH" in out) == stage.endswith(":train"), out
+        assert ("MATCH" in out) == stage.endswith((":train", ":selfplay")), out
     assert {p: _files(p) for p in before} == before  # outputs, locks, markers: the same bytes
     assert "up to date" in sh(ran, DVC, "status")
     assert sh(ran, "git", "status", "--porcelain", "--untracked-files=all") == ""
     stages = yaml.safe_load((iteration / "dvc.yaml").read_text())["stages"]
     assert stages["train"]["cmd"].startswith("tabula stage train ")
     assert stages["train"]["outs"] == [{"model": {"persist": True}}]
-    frozen = {k: s for k, s in stages.items() if k != "train"}
-    assert all(s["frozen"] and s["desc"].startswith("frozen: ") for s in frozen.values())
+    assert stages["selfplay"]["cmd"].startswith("tabula stage selfplay ")
+    assert stages["selfplay"]["outs"] == [{"selfplay": {"persist": True}}]
+    assert not any(stages[k].get("frozen") for k in ("selfplay", "train"))
+    assert stages["evaluate"]["frozen"] and stages["evaluate"]["desc"].startswith("frozen: ")
 
 
-def test_the_train_stage_brings_back_a_lost_checkpoint(ran):
-    """``dvc repro`` of a train stage whose checkpoint is gone retrains it, byte for byte (the
-    lock unchanged), and the next iteration's stages stay valid."""
+def test_the_exact_stages_bring_back_lost_outputs(ran):
+    """``dvc repro`` of a train stage whose checkpoint is gone retrains it, and of a selfplay
+    stage whose games are gone replays them, byte for byte (the locks unchanged); the next
+    iteration's stages stay valid."""
     iteration = ran / "data" / runs.RUN / "iter-0002"
     before = _files(iteration)
-    shutil.rmtree(iteration / "model")
-    out = sh(ran, DVC, "repro", "-f", "-s", f"data/{runs.RUN}/iter-0002/dvc.yaml:train")
-    assert "MATCH" in out
+    for out, stage in (("model", "train"), ("selfplay", "selfplay")):
+        shutil.rmtree(iteration / out)
+        said = sh(ran, DVC, "repro", "-f", "-s", f"data/{runs.RUN}/iter-0002/dvc.yaml:{stage}")
+        assert "MATCH" in said, said
     assert _files(iteration) == before
     assert "up to date" in sh(ran, DVC, "status")
 
@@ -167,6 +171,19 @@ def test_a_train_stage_that_does_not_reproduce_fails_and_writes_nothing(ran):
     finally:
         marker.write_text(recorded)
     assert _files(ran / "data" / runs.RUN / "iter-0001") == before
+    assert "up to date" in sh(ran, DVC, "status")
+
+
+def test_dvc_gc_with_the_readme_flags_and_checkout_keep_every_iteration(ran):
+    """``dvc gc`` as the README gives it keeps every iteration's data in the cache: deleted
+    outputs come back with ``dvc checkout``, byte for byte."""
+    root = ran / "data" / runs.RUN
+    before = {p: _files(p) for p in root.glob("iter-*")}
+    sh(ran, DVC, "gc", "-f", "-q", "--workspace", "--all-branches", "--all-tags", "--all-commits")
+    shutil.rmtree(root / "iter-0001" / "selfplay")
+    (root / "iter-0002" / "model" / "model.pt").unlink()
+    sh(ran, DVC, "checkout", "-q")
+    assert {p: _files(p) for p in before} == before
     assert "up to date" in sh(ran, DVC, "status")
 
 
