@@ -18,6 +18,10 @@ from cli.common import (
     expected_errors,
 )
 
+ParamsOpt = Annotated[
+    Path, typer.Option(help="The run's frozen config (data_dir/RUN/params.yaml).")
+]
+
 stage_app = typer.Typer(
     help="The commands of a run's DVC stages (what `dvc repro` runs).", no_args_is_help=True
 )
@@ -71,9 +75,7 @@ def reproduce(
 @stage_app.command("train")
 @expected_errors
 def stage_train(
-    params: Annotated[
-        Path, typer.Option(help="The run's frozen config (data_dir/RUN/params.yaml).")
-    ],
+    params: ParamsOpt,
     iteration: Annotated[int, typer.Option(min=1, help="The iteration to retrain.")],
 ) -> None:
     """Retrain an iteration as the pipeline did and check its weights byte for byte.
@@ -91,9 +93,7 @@ def stage_train(
 @stage_app.command("selfplay")
 @expected_errors
 def stage_selfplay(
-    params: Annotated[
-        Path, typer.Option(help="The run's frozen config (data_dir/RUN/params.yaml).")
-    ],
+    params: ParamsOpt,
     iteration: Annotated[int, typer.Option(min=1, help="The iteration to replay.")],
 ) -> None:
     """Replay an iteration's self-play as the pipeline did and check the games byte for byte.

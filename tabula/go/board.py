@@ -336,47 +336,6 @@ def move_status(board, move, color, nbr, zob, h, game_set, path, n_path) -> int:
 
 
 @njit(cache=True, nogil=True)
-def area_score(board, nbr) -> int:
-    """Tromp-Taylor area score, black minus white, before komi (see the module docstring)."""
-    M = board.shape[0]
-    seen = np.zeros(M, dtype=np.bool_)
-    stack = np.empty(M, dtype=np.int32)
-    score = 0
-    for s in range(M):
-        if board[s] != 0:
-            score += board[s]
-            continue
-        if seen[s]:
-            continue
-        # Flood one empty region; it scores for a colour only if it reaches that colour alone.
-        seen[s] = True
-        stack[0] = s
-        n, top = 1, 0
-        reach_black, reach_white = False, False
-        while top < n:
-            p = stack[top]
-            top += 1
-            for k in range(4):
-                q = nbr[p, k]
-                if q < 0:
-                    continue
-                v = board[q]
-                if v > 0:
-                    reach_black = True
-                elif v < 0:
-                    reach_white = True
-                elif not seen[q]:
-                    seen[q] = True
-                    stack[n] = q
-                    n += 1
-        if reach_black and not reach_white:
-            score += n
-        elif reach_white and not reach_black:
-            score -= n
-    return score
-
-
-@njit(cache=True, nogil=True)
 def area_ownership(board, nbr) -> np.ndarray:
     """int8[M]: who owns each point under Tromp-Taylor area scoring: +1 black (a black stone,
     or an empty point whose region reaches black alone), -1 white, 0 neither (dame). Its sum
@@ -391,6 +350,7 @@ def area_ownership(board, nbr) -> np.ndarray:
             continue
         if seen[s]:
             continue
+        # Flood one empty region; it scores for a colour only if it reaches that colour alone.
         seen[s] = True
         stack[0] = s
         n, top = 1, 0
@@ -417,6 +377,13 @@ def area_ownership(board, nbr) -> np.ndarray:
         for j in range(n):
             owner[stack[j]] = colour
     return owner
+
+
+@njit(cache=True, nogil=True)
+def area_score(board, nbr) -> int:
+    """Tromp-Taylor area score, black minus white, before komi (see the module docstring): the
+    sum of ``area_ownership``."""
+    return int(np.sum(area_ownership(board, nbr).astype(np.int64)))
 
 
 @njit(cache=True, nogil=True)

@@ -127,12 +127,16 @@ def ref_play(board: tuple[int, ...], move: int, color: int, N: int) -> tuple[int
 
 
 def ref_area(board: tuple[int, ...] | list[int], N: int) -> int:
-    """Tromp-Taylor area, black minus white, by flooding each empty region."""
-    score, seen = 0, set()
+    """Tromp-Taylor area, black minus white: the sum of each point's owner."""
+    return sum(ref_ownership(board, N))
+
+
+def ref_ownership(board: tuple[int, ...] | list[int], N: int) -> list[int]:
+    """Each point's Tromp-Taylor owner: its stone's colour, or the one colour its empty
+    region reaches (0 when it reaches both or none), by flooding each empty region."""
+    owner, seen = list(board), set()
     for p, v in enumerate(board):
-        if v:
-            score += v
-        elif p not in seen:
+        if v == 0 and p not in seen:
             region, reach, todo = {p}, set(), [p]
             while todo:
                 s = todo.pop()
@@ -143,28 +147,6 @@ def ref_area(board: tuple[int, ...] | list[int], N: int) -> int:
                     elif board[q]:
                         reach.add(board[q])
             seen |= region
-            if reach == {1}:
-                score += len(region)
-            elif reach == {-1}:
-                score -= len(region)
-    return score
-
-
-def ref_ownership(board: tuple[int, ...] | list[int], N: int) -> list[int]:
-    """Each point's Tromp-Taylor owner: its stone's colour, or the one colour its empty
-    region reaches (0 when it reaches both or none)."""
-    owner = list(board)
-    for p, v in enumerate(board):
-        if v == 0 and owner[p] == 0:
-            region, reach, todo = {p}, set(), [p]
-            while todo:
-                s = todo.pop()
-                for q in ref_neighbors(s, N):
-                    if board[q] == 0 and q not in region:
-                        region.add(q)
-                        todo.append(q)
-                    elif board[q]:
-                        reach.add(board[q])
             colour = next(iter(reach)) if len(reach) == 1 else 0
             for q in region:
                 owner[q] = colour
