@@ -137,6 +137,13 @@ CONFIGS = {
         (*MACHINE, "pipeline.iterations=1000", "network.aux_heads=true"),
         "the default with KataGo's ownership and score heads (Wu 2019)",
     ),
+    "laptop": Entry(
+        "configs/9x9-laptop.yaml",
+        # Its precision is part of the preset (issue 15, item 7): chosen per machine.
+        (*MACHINE, "pipeline.iterations=1000", "training.bf16=auto"),
+        "configs/9x9-laptop.yaml: Gumbel search, playout caps, z mixed with the root value, no"
+        " gating, bf16 where native",
+    ),
 }
 
 
