@@ -1,8 +1,8 @@
 """Strength against compute: configs trained from scratch for one CPU budget, rated on GnuGo.
 
 Usage: ``python bench/strength.py [--budget quick|1ch|4ch|HOURS] [--configs paper,default]
-[--resume] [--games 100] [--curve-games 40] [--points 6] [--simulations 64] [--json PATH]
-[--png PATH]``
+[--resume] [--games 100] [--curve-games 40] [--points 6] [--simulations 64] [--h2h-games 100]
+[--json PATH] [--png PATH]``
 
 For each config in turn (issue 14): a stand-in user repository, then ``tabula run`` one iteration
 at a time until the run has spent the budget, counted in CPU-seconds (user + system of the
@@ -11,29 +11,30 @@ run spends up to one iteration more than its budget, and the table says how much
 config's champion plays ``--games`` games against GnuGo level 1, and against the next level up
 while it wins more than half; ``--points`` checkpoints of the run (evenly spaced, the last one
 included) play ``--curve-games`` against level 1, so one run gives a whole learning curve.
+Last, the champions of every pair of configs play ``--h2h-games`` games against each other:
+while GnuGo wins every game, that is the only measure of which config learned more.
 
 Ladder games follow `bench/ladder.py`'s protocol: komi 7.5, Tromp-Taylor scoring, GnuGo with
 ``--chinese-rules --positional-superko --capture-all-dead``, every game from a seeded opening
-with colours swapped in pairs, our side an MCTS player at ``--simulations`` for every config,
-up to ``LADDER_GAMES_AT_ONCE`` games at once (one GnuGo process each, our side batched across
-them). Elo is fitted over every ladder game with the GnuGo levels held at the offsets
-`bench/ladder.py` measured (`tabula.ladder.GNUGO_ELO_9X9`; GnuGo level 1 = 0), so figures of
-different runs and budgets share one scale.
+with colours swapped in pairs, our side an MCTS player at ``--simulations`` with its config's
+search (PUCT, or Gumbel for the configs that train with it), up to ``LADDER_GAMES_AT_ONCE``
+games at once (one GnuGo process each, our side batched across them). Elo is fitted over every
+ladder and head-to-head game with the GnuGo levels held at the offsets `bench/ladder.py`
+measured (`tabula.ladder.GNUGO_ELO_9X9`; GnuGo level 1 = 0), so figures of different runs and
+budgets share one scale.
 
-Configs (``CONFIGS``): ``paper``, the paper's search and training settings on 9x9
-(``configs/9x9.yaml``: 200 simulations, 8 leaves per search, its learning-rate schedule, a
-400-game SPRT gate) with the quick start's network and per-iteration game count so that only
-the algorithm differs, fitted to two cores; ``default``, the quick start
-(``configs/quickstart.yaml``); ``gumbel``, the default with issue 15's Gumbel search and no
-gating; ``aux``, the default with the ownership and score heads. Every run plans 1000
-iterations (``pipeline.iterations``) and the budget stops it: the paper's fixed-step rate
-schedule and the default's run schedule both stay at 1e-2 within the budgets here.
+Configs (``CONFIGS``, each with its source): ``paper``, the paper's search and training settings
+on 9x9 (``configs/9x9.yaml``) with the quick start's network and game count, fitted to two cores;
+``default``, the quick start; ``gumbel``, the default with issue 15's Gumbel search and no
+gating; ``aux``, the default with the ownership and score heads; ``laptop``,
+``configs/9x9-laptop.yaml``. Every run plans 1000 iterations (``pipeline.iterations``) and the
+budget stops it, so no rate schedule decays within the budgets here.
 
 Everything is kept under ``--workdir`` (default ``bench/results/strength/BUDGET``): a killed
 benchmark resumes with ``--resume`` where it stopped (the runs are tabula runs, which resume
 themselves; finished ladder games are kept); a config whose run fails is reported as failed and
-the others still run. Prints a table, writes JSON and the learning curve (Elo against CPU-hours,
-one line per config) as PNG.
+the others still run. Prints the tables, writes JSON and the learning curve (Elo against
+CPU-hours, one line per config) as PNG.
 """
 
 from __future__ import annotations
@@ -49,21 +50,20 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.ladder import side_summary  # noqa: E402
+from bench.strength_report import LEVELS, add_elo, pairs_table, plot, table  # noqa: E402
 from model.files import write_json  # noqa: E402
 from tabula.config import Config, load_config  # noqa: E402
-from tabula.elo import fit_ratings  # noqa: E402
 from tabula.errors import TabulaError, first_line  # noqa: E402
-from tabula.ladder import fixed_elos, gnugo_spec  # noqa: E402
+from tabula.ladder import gnugo_spec  # noqa: E402
 from tabula.openings import match_openings  # noqa: E402
 from tasks.cputime import CORE_HOUR, run_measured  # noqa: E402
 from tasks.layout import RunLayout  # noqa: E402
 from tasks.match import run_match  # noqa: E402
-from tasks.ratings import load_results, results_from_rows  # noqa: E402
+from tasks.ratings import load_results  # noqa: E402
 from tasks.records import SelfplayRecord, Stage  # noqa: E402
 from tasks.resume import champion, finished  # noqa: E402
 from tests.repos import make_user_repo  # noqa: E402
@@ -76,7 +76,6 @@ BUDGETS = {"quick": 0.2, "1ch": 1.0, "4ch": 4.0}
 # checkpoint at 64 simulations cost 8.2 CPU-s a game against 15.8 at 4 at once (measured side
 # by side on a busy 2-core machine, GnuGo's share about 0.8 CPU-s a game either way).
 LADDER_GAMES_AT_ONCE = 16
-LEVELS = (1, 5, 10)
 # The CLI of this checkout (not the installed entry point), so a benchmark run from a git
 # worktree trains with that worktree's code.
 TABULA = [sys.executable, "-c", "import cli; cli.app()"]
@@ -210,19 +209,61 @@ def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, co
 # -- the ladder ---------------------------------------------------------------------------------
 
 
+def _play(
+    match_id: str,
+    specs: tuple[str, str],
+    games: int,
+    cfg: Config,
+    store: Path,
+    seed: int,
+    player_cfgs: tuple[Config, Config] | None = None,
+) -> list[dict[str, Any]]:
+    """The store's rows of match ``match_id``, after playing the games it still lacks."""
+    rows = [r for r in load_results(store) if r["match_id"] == match_id] if store.exists() else []
+    if len(rows) < games:
+        openings = match_openings(cfg.rules.board_size, games, 2)
+        run_match(*specs, games - len(rows), cfg, store=store, seed=seed, match_id=match_id,
+                  concurrent=LADDER_GAMES_AT_ONCE, openings=openings, start=len(rows),
+                  player_cfgs=player_cfgs)  # fmt: skip
+        rows = [r for r in load_results(store) if r["match_id"] == match_id]
+    return rows
+
+
 def play_ladder(
     player: str, spec: str, level: int, games: int, cfg: Config, store: Path, seed: int
 ) -> dict[str, Any]:
     """``games`` games of ``spec`` against GnuGo ``level`` (resumed from the store)."""
     match_id = f"{player.replace('/', '-')}-vs-gnugo-l{level}"
-    rows = [r for r in load_results(store) if r["match_id"] == match_id] if store.exists() else []
-    if len(rows) < games:
-        openings = match_openings(cfg.rules.board_size, games, 2)
-        run_match(spec, gnugo_spec(level), games - len(rows), cfg, store=store, seed=seed,
-                  match_id=match_id, concurrent=LADDER_GAMES_AT_ONCE, openings=openings,
-                  start=len(rows))  # fmt: skip
-        rows = [r for r in load_results(store) if r["match_id"] == match_id]
+    rows = _play(match_id, (spec, gnugo_spec(level)), games, cfg, store, seed)
     return {"level": level, **side_summary(rows, player)}
+
+
+def _champion(name: str, workdir: Path, simulations: int) -> tuple[str, str, Config] | None:
+    """(store name, player spec, config) of config ``name``'s champion; None without one."""
+    layout = RunLayout(workdir / name / "project", "data", f"strength-{name}")
+    best = champion(layout)
+    i = 0 if best is None else best.iteration
+    if not (layout.params.exists() and layout.model(i).exists()):
+        return None
+    cfg = load_config(layout.params, [f"evaluation.simulations={simulations}"])
+    return layout.model_id(i), f"mcts:{layout.model(i)}@{simulations}", cfg
+
+
+def head_to_head(names: list[str], workdir: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every pair of configs' champions, ``--h2h-games`` games each (seeded openings, colours
+    swapped in pairs), each side with its own config's search: the Elo gap between configs
+    that the ladder cannot show while both lose every game to GnuGo."""
+    found = {n: _champion(n, workdir, args.simulations) for n in names}
+    players = {n: p for n, p in found.items() if p is not None}
+    ready, pairs = list(players), []
+    for k, first in enumerate(ready):
+        for second in ready[k + 1 :]:
+            (a, a_spec, a_cfg), (b, b_spec, b_cfg) = players[first], players[second]
+            rows = _play(f"{first}-vs-{second}", (a_spec, b_spec), args.h2h_games, a_cfg,
+                         workdir / "head-to-head", seed=k, player_cfgs=(a_cfg, b_cfg))  # fmt: skip
+            pairs.append({"first": first, "second": second, "players": [a, b],
+                          **side_summary(rows, a), "elo_gap": None})  # fmt: skip
+    return pairs
 
 
 def _points(iterations: int, count: int) -> list[int]:
@@ -279,93 +320,6 @@ def rate_config(
     }
 
 
-def add_elo(rows: list[dict[str, Any]], workdir: Path) -> dict[str, float]:
-    """Elo of every rated checkpoint, fitted over all ladder games with GnuGo held fixed."""
-    anchors = fixed_elos([f"gnugo-l{level}" for level in LEVELS], 9)
-    results = []
-    for row in rows:
-        store = workdir / row["config"] / "ladder"
-        if store.exists():
-            results += results_from_rows(load_results(store))
-    fit = fit_ratings(results, anchors=anchors) if results else {}
-    for row in rows:
-        for point in row["checkpoints"].values():
-            r = fit.get(point["player"])
-            point["elo"] = None if r is None else {"elo": r.elo, "low": r.low, "high": r.high}
-    return anchors
-
-
-# -- output -------------------------------------------------------------------------------------
-
-
-def _pct(m: dict[str, Any]) -> str:
-    if m["win_rate"] is None:
-        return "—"
-    return f"{m['win_rate']:.0%} [{m['low']:.0%}, {m['high']:.0%}] of {m['games']}"
-
-
-def table(rows: list[dict[str, Any]], budget: str, simulations: int) -> Table:
-    t = Table(title=f"strength at budget {budget}: champion vs GnuGo ({simulations} simulations)")
-    columns = ("config", "CPU-h used", "iterations", "games", "positions", "champion",
-               "vs GnuGo l1 (95%)", "margin vs l1", "higher levels", "Elo (l1 = 0)")  # fmt: skip
-    for column in columns:
-        t.add_column(column)
-    for row in rows:
-        best = row["checkpoints"].get(str(row["champion"]), {})
-        matches = best.get("matches", [])
-        first = matches[0] if matches else None
-        elo = best.get("elo")
-        t.add_row(
-            row["config"] + (f" (failed: {row['failed']})" if row["failed"] else ""),
-            f"{row['cpu_s'] / CORE_HOUR:.2f}",
-            str(row["iterations"]),
-            f"{row['games']:,}",
-            f"{row['positions']:,}",
-            str(row["champion"]),
-            _pct(first) if first else "—",
-            "—" if not first or first["mean_margin"] is None else f"{first['mean_margin']:+.1f}",
-            ", ".join(f"l{m['level']}: {_pct(m)}" for m in matches[1:]) or "—",
-            "—" if not elo else f"{elo['elo']:+.0f} [{elo['low']:+.0f}, {elo['high']:+.0f}]",
-        )
-    return t
-
-
-def plot(rows: list[dict[str, Any]], path: Path, budget: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for row in rows:
-        points = sorted(
-            (p["cpu_s"] / CORE_HOUR, p["elo"], p["matches"][0])
-            for p in row["checkpoints"].values()
-            if p["elo"]
-        )
-        if not points:
-            continue
-        x = [p[0] for p in points]
-        y = [p[1]["elo"] for p in points]
-        err = [[p[1]["elo"] - p[1]["low"] for p in points],
-               [p[1]["high"] - p[1]["elo"] for p in points]]  # fmt: skip
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=row["config"])
-        margins = [(p[0], p[2]["mean_margin"]) for p in points if p[2]["mean_margin"] is not None]
-        bx.plot([m[0] for m in margins], [m[1] for m in margins], marker="o", label=row["config"])
-    for axis in (ax, bx):
-        axis.axhline(0.0, color="grey", linestyle=":", linewidth=1)
-        axis.set_xlabel("CPU core-hours (user + system, all processes of the run)")
-        axis.legend()
-    ax.text(0.0, 0.0, " GnuGo level 1", va="bottom", fontsize=8, color="grey")
-    ax.set_ylabel("Elo (GnuGo level 1 = 0, 95% interval)")
-    bx.set_ylabel("mean score margin vs GnuGo level 1 (points)")
-    fig.suptitle(f"tabula 9x9: strength against compute (budget {budget})")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", default="quick", help="quick, 1ch, 4ch or core-hours")
@@ -375,6 +329,8 @@ def main() -> None:
     parser.add_argument("--curve-games", type=int, default=40, help="games per curve point")
     parser.add_argument("--points", type=int, default=6, help="checkpoints rated per run")
     parser.add_argument("--simulations", type=int, default=64, help="our side's, every config")
+    parser.add_argument("--h2h-games", type=int, default=100,
+                        help="games per pair of configs' champions (0: none)")  # fmt: skip
     parser.add_argument("--workdir", type=Path, help="default bench/results/strength/BUDGET")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--png", type=Path, help="write the learning curve here")
@@ -404,8 +360,11 @@ def main() -> None:
         except TabulaError as error:  # a config that fails is reported; the others still run
             state["failed"] = state.get("failed") or f"rating: {first_line(error)}"
             rows.append(rate_config(name, work, state, args, play=False))
-    anchors = add_elo(rows, workdir)
+    pairs = head_to_head(names, workdir, args) if args.h2h_games else []
+    anchors = add_elo(rows, pairs, workdir)
     console.print(table(rows, args.budget, args.simulations))
+    if pairs:
+        console.print(pairs_table(pairs, args.simulations))
     console.print(f"wall time of the benchmark: {(time.monotonic() - started) / 60:.0f} min")
     payload = {
         "budget": args.budget,
@@ -414,6 +373,7 @@ def main() -> None:
         "anchors": anchors,
         "configs": {n: {**asdict(CONFIGS[n])} for n in names},
         "results": rows,
+        "head_to_head": pairs,
     }
     if args.json:
         write_json(args.json, payload)

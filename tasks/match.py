@@ -145,12 +145,16 @@ class _Session:
     """Two players for one match, closed (GTP processes ended) on exit."""
 
     def __init__(
-        self, specs: tuple[str, str], cfg: Config, seed: int, resolver: Resolver | None
+        self,
+        specs: tuple[str, str],
+        cfgs: tuple[Config, Config],
+        seed: int,
+        resolver: Resolver | None,
     ) -> None:
         seeds = _seeds(seed)
         self.players: list[Any] = []
         try:
-            for spec, player_seed in zip(specs, seeds, strict=True):
+            for spec, cfg, player_seed in zip(specs, cfgs, seeds, strict=True):
                 self.players.append(make_player(spec, cfg, seed=player_seed, resolver=resolver))
         except BaseException:
             self.close()
@@ -224,6 +228,7 @@ def run_match(
     progress: Progress | None = None,
     openings: Sequence[Opening] | None = None,
     start: int = 0,
+    player_cfgs: tuple[Config, Config] | None = None,
 ) -> MatchResult:
     """Play `games` games between two player specs (``tabula match --black A --white B``).
 
@@ -234,11 +239,16 @@ def run_match(
     openings: game i starts from ``opening_for_game(openings, i)`` (`tabula.openings`).
     start: number of the first game (a match resumed after ``start`` recorded games plays
     games start, start + 1, ...; colours and openings follow the game number).
+    player_cfgs: the configs the two players are built with (their search, simulations and
+    precision), when they differ; the rules and the match settings are always ``cfg``'s.
     Raises PlayerSpecError / CheckpointError for bad specs, ArenaError for bad arguments.
     """
     if games < 1:
         raise ArenaError(f"a match needs at least 1 game, got {games}")
-    session = _Session((black_spec, white_spec), cfg, seed, resolver)
+    cfgs = player_cfgs or (cfg, cfg)
+    if any(c.rules != cfg.rules for c in cfgs):
+        raise ArenaError("the players' configs must have the match's rules (board size, komi)")
+    session = _Session((black_spec, white_spec), cfgs, seed, resolver)
     try:
         first, second = (p.name for p in session.players)
         match_id = match_id or default_match_id(first, second)
@@ -302,7 +312,7 @@ def run_gate(
     if concurrent is None and gate.config.sprt:
         # Games in flight when the SPRT stops are wasted: keep a quarter of the maximum at once.
         concurrent = max(1, min(cfg.selfplay.concurrent_games, gate.config.games // 4))
-    session = _Session((candidate_spec, best_spec), cfg, seed, resolver)
+    session = _Session((candidate_spec, best_spec), (cfg, cfg), seed, resolver)
     records: list[GameRecord] = []
     seen: dict[tuple[int, ...], int] = {}
     try:

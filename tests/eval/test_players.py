@@ -6,15 +6,18 @@ network players must play legal, reproducible games and answer GTP genmove in ei
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tabula.arena import play_match
+from tabula.arena import ArenaError, play_match
 from tabula.config import Config, load_config
 from tabula.go.game import Game
 from tabula.gtp import GtpEngine
+from tasks.match import run_match
 from tasks.players import PlayerSpecError, make_player
+from tasks.ratings import load_results
 
 # -- the spec grammar ---------------------------------------------------------------------
 
@@ -105,3 +108,20 @@ def test_mcts_player_is_reproducible(cfg5: Config, tiny_checkpoint: Path) -> Non
         return [o.moves for o in play_match(player, opponent, 2, 5, 0.5, concurrent=2)]
 
     assert games(1) == games(1)
+
+
+def test_each_side_of_a_match_can_have_its_own_config(
+    tmp_path: Path, config5: Callable[..., Config], tiny_checkpoint: Path
+) -> None:
+    # bench/strength.py's head-to-head: each champion searches as its own config says.
+    puct, gumbel = config5(), config5("search.algorithm=gumbel", "evaluation.simulations=4")
+    spec = f"mcts:{tiny_checkpoint}@4"
+    result = run_match(spec, spec, 2, puct, store=tmp_path / "store", match_id="h2h",
+                       player_cfgs=(puct, gumbel))  # fmt: skip
+    # The name says "@4" where 4 is not the player's own config's evaluation.simulations.
+    assert (result.first, result.second) == ("tiny@4", "tiny")
+    assert [r["winner"] for r in load_results(tmp_path / "store")] == [
+        g.outcome.winner for g in result.games
+    ]
+    with pytest.raises(ArenaError, match="rules"):
+        run_match(spec, spec, 2, puct, player_cfgs=(puct, config5("rules.komi=7.5")))

@@ -1,0 +1,120 @@
+"""The ratings, tables and learning-curve figure of ``bench/strength.py`` (its rows and pairs as
+that script builds them: one row per config, one pair per head-to-head match of two champions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from tabula.elo import fit_ratings
+from tabula.ladder import fixed_elos
+from tasks.cputime import CORE_HOUR
+from tasks.ratings import load_results, results_from_rows
+
+LEVELS = (1, 5, 10)  # the GnuGo levels of the ladder
+
+
+def add_elo(
+    rows: list[dict[str, Any]], pairs: list[dict[str, Any]], workdir: Path
+) -> dict[str, float]:
+    """Elo of every rated checkpoint, fitted over all ladder and head-to-head games with GnuGo
+    held fixed; each pair's gap is the difference of its two champions' fitted Elo."""
+    anchors = fixed_elos([f"gnugo-l{level}" for level in LEVELS], 9)
+    stores = [workdir / row["config"] / "ladder" for row in rows] + [workdir / "head-to-head"]
+    results = [r for store in stores if store.exists()
+               for r in results_from_rows(load_results(store))]  # fmt: skip
+    fit = fit_ratings(results, anchors=anchors) if results else {}
+    for row in rows:
+        for point in row["checkpoints"].values():
+            r = fit.get(point["player"])
+            point["elo"] = None if r is None else {"elo": r.elo, "low": r.low, "high": r.high}
+    for pair in pairs:
+        a, b = (fit.get(p) for p in pair["players"])
+        pair["elo_gap"] = None if a is None or b is None else a.elo - b.elo
+    return anchors
+
+
+def _pct(m: dict[str, Any]) -> str:
+    if m["win_rate"] is None:
+        return "—"
+    return f"{m['win_rate']:.0%} [{m['low']:.0%}, {m['high']:.0%}] of {m['games']}"
+
+
+def table(rows: list[dict[str, Any]], budget: str, simulations: int) -> Table:
+    t = Table(title=f"strength at budget {budget}: champion vs GnuGo ({simulations} simulations)")
+    columns = ("config", "CPU-h used", "iterations", "games", "positions", "champion",
+               "vs GnuGo l1 (95%)", "margin vs l1", "higher levels", "Elo (l1 = 0)")  # fmt: skip
+    for column in columns:
+        t.add_column(column)
+    for row in rows:
+        best = row["checkpoints"].get(str(row["champion"]), {})
+        matches = best.get("matches", [])
+        first = matches[0] if matches else None
+        elo = best.get("elo")
+        t.add_row(
+            row["config"] + (f" (failed: {row['failed']})" if row["failed"] else ""),
+            f"{row['cpu_s'] / CORE_HOUR:.2f}",
+            str(row["iterations"]),
+            f"{row['games']:,}",
+            f"{row['positions']:,}",
+            str(row["champion"]),
+            _pct(first) if first else "—",
+            "—" if not first or first["mean_margin"] is None else f"{first['mean_margin']:+.1f}",
+            ", ".join(f"l{m['level']}: {_pct(m)}" for m in matches[1:]) or "—",
+            "—" if not elo else f"{elo['elo']:+.0f} [{elo['low']:+.0f}, {elo['high']:+.0f}]",
+        )
+    return t
+
+
+def pairs_table(pairs: list[dict[str, Any]], simulations: int) -> Table:
+    """Head-to-head matches of the configs' champions: the first config's record."""
+    t = Table(title=f"champions head to head ({simulations} simulations each side)")
+    for column in ("match", "games", "first's win rate (95%)", "first's mean margin", "Elo gap"):
+        t.add_column(column)
+    for pair in pairs:
+        t.add_row(
+            f"{pair['first']} vs {pair['second']}",
+            str(pair["games"]),
+            _pct(pair),
+            "—" if pair["mean_margin"] is None else f"{pair['mean_margin']:+.1f}",
+            "—" if pair["elo_gap"] is None else f"{pair['elo_gap']:+.0f}",
+        )
+    return t
+
+
+def plot(rows: list[dict[str, Any]], path: Path, budget: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for row in rows:
+        points = sorted(
+            (p["cpu_s"] / CORE_HOUR, p["elo"], p["matches"][0])
+            for p in row["checkpoints"].values()
+            if p["elo"]
+        )
+        if not points:
+            continue
+        x = [p[0] for p in points]
+        y = [p[1]["elo"] for p in points]
+        err = [[p[1]["elo"] - p[1]["low"] for p in points],
+               [p[1]["high"] - p[1]["elo"] for p in points]]  # fmt: skip
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=row["config"])
+        margins = [(p[0], p[2]["mean_margin"]) for p in points if p[2]["mean_margin"] is not None]
+        bx.plot([m[0] for m in margins], [m[1] for m in margins], marker="o", label=row["config"])
+    for axis in (ax, bx):
+        axis.axhline(0.0, color="grey", linestyle=":", linewidth=1)
+        axis.set_xlabel("CPU core-hours (user + system, all processes of the run)")
+        axis.legend()
+    ax.text(0.0, 0.0, " GnuGo level 1", va="bottom", fontsize=8, color="grey")
+    ax.set_ylabel("Elo (GnuGo level 1 = 0, 95% interval)")
+    bx.set_ylabel("mean score margin vs GnuGo level 1 (points)")
+    fig.suptitle(f"tabula 9x9: strength against compute (budget {budget})")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
