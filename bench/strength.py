@@ -140,8 +140,8 @@ CONFIGS = {
         "configs/9x9-laptop.yaml",
         # Its precision is part of the preset (issue 15, item 7): chosen per machine.
         (*MACHINE, "pipeline.iterations=1000", "training.bf16=auto"),
-        "configs/9x9-laptop.yaml: Gumbel search, playout caps, z mixed with the root value, no"
-        " gating, bf16 where native",
+        "configs/9x9-laptop.yaml: Gumbel search, playout caps, ownership and score heads, z"
+        " mixed with the root value, no resignation, no gating, bf16 where native",
     ),
 }
 
