@@ -6,8 +6,10 @@ Two shapes: the 9x9 6-block 64-filter net at batch 128 and the quick-start 9x9 4
 256. Paths: eager fp32, channels_last fp32, bf16 autocast + channels_last, torch.compile + bf16
 (the four the issue names), and what ``model.evaluator.Evaluator`` does: BN folded into the convs
 + channels_last (fp32 and compiled), plus the full ``Evaluator`` call with its numpy round trip
-and random symmetries. Paths are timed in interleaved rounds and the median is reported, so load
-from other processes hits every path alike. Compile times are reported beside the throughput.
+and random symmetries. Then the architecture options of the quick-start shape (``ARCHITECTURES``,
+issue 15) through the ``Evaluator``, side by side. Paths are timed in interleaved rounds and the
+median is reported, so load from other processes hits every path alike. Compile times are
+reported beside the throughput.
 """
 
 from __future__ import annotations
@@ -95,6 +97,24 @@ def measure(paths: dict, batch: int, rounds: int, seconds: float) -> dict[str, f
     return {name: statistics.median(r) for name, r in rates.items()}
 
 
+# Architecture options of the quick-start shape (issue 15, item 7), each through the Evaluator
+# as self-play calls it, timed side by side in interleaved rounds: (name, make_network kwargs).
+ARCHITECTURES = [
+    ("4x32 (quick start)", {}),
+    ("4x32 + global pooling (KataGo)", {"global_pooling": True}),
+]
+
+
+def architecture_paths(batch: int = 256) -> dict:
+    """name -> (one Evaluator call at ``batch`` on random planes, None) per architecture."""
+    planes = (np.random.default_rng(0).random((batch, NUM_PLANES, 9, 9)) < 0.3).astype(np.uint8)
+    paths = {}
+    for name, options in ARCHITECTURES:
+        ev = Evaluator(make_network(9, 4, 32, seed=0, **options), device="cpu", compile=False)
+        paths[name] = ((lambda ev=ev: ev(planes, None)), None)
+    return paths
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", type=Path, help="also write the figures here")
@@ -135,6 +155,18 @@ def main() -> None:
                 }
             )
         console.print(table)
+    rates = measure(architecture_paths(), 256, args.rounds, args.seconds)
+    base = rates[ARCHITECTURES[0][0]]
+    table = Table(
+        title=f"architectures, 9x9 batch 256 through the Evaluator, {args.threads} threads"
+    )
+    for col in ("architecture", "positions/s", "x quick start"):
+        table.add_column(col, justify="left" if col == "architecture" else "right")
+    for name, rate in rates.items():
+        table.add_row(name, f"{rate:,.0f}", f"{rate / base:.2f}")
+        results.append({"shape": "architectures", "path": name, "positions_per_s": rate,
+                        "ratio_to_quick_start": rate / base})  # fmt: skip
+    console.print(table)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         meta = {

@@ -4,7 +4,8 @@ Architecture (Silver et al. 2017, Methods, "Neural network architecture"):
 
 - input: 17 binary planes of N x N (8 own-stone history planes, 8 opponent planes, 1 colour plane);
 - one convolutional block: 3x3 conv with F filters, batch norm, ReLU;
-- B residual blocks: 3x3 conv, BN, ReLU, 3x3 conv, BN, skip addition, ReLU;
+- B residual blocks: 3x3 conv, BN, ReLU, 3x3 conv, BN, skip addition, ReLU (with
+  ``global_pooling``, every second one also adds biases pooled over the board: KataGo's);
 - policy head: 1x1 conv with 2 filters, BN, ReLU, fully connected -> N*N + 1 logits (last = pass);
 - value head: 1x1 conv with 1 filter, BN, ReLU, FC -> 256 (``value_hidden``), ReLU, FC -> 1, tanh.
 
@@ -14,7 +15,8 @@ Convolutions followed by batch norm carry no bias: BN's shift makes it redundant
 Checkpoint file (``save_checkpoint`` / ``load_checkpoint``)::
 
     {"format": "tabula-checkpoint", "format_version": 1,
-     "network": {"board_size": N, "blocks": B, "filters": F, "value_hidden": H},
+     "network": {"board_size": N, "blocks": B, "filters": F, "value_hidden": H,
+                 ["aux": 1,] ["global_pooling": 1]},
      "state_dict": {name: tensor}, "metadata": {plain str/int/float/bool/None/list/dict}}
 
 It is loaded with ``torch.load(weights_only=True)``, so a file carrying pickled objects is refused.
@@ -66,12 +68,37 @@ class ResidualBlock(nn.Module):
         return F.relu(x + y)
 
 
+class GlobalPoolingBlock(ResidualBlock):
+    """A residual block whose first convolution also feeds a global pooling branch (KataGo, Wu
+    2019, section 3.2): a 3x3 conv to ``filters // 4`` channels, BN, ReLU, their mean and max
+    over the board, and a linear map of those to one bias per channel, added after ``bn1``. It
+    lets every point see the whole board (ko threats, the score) at once.
+    """
+
+    def __init__(self, filters: int) -> None:
+        super().__init__(filters)
+        pooled = max(1, filters // 4)
+        self.conv_g = nn.Conv2d(filters, pooled, 3, padding=1, bias=False)
+        self.bn_g = nn.BatchNorm2d(pooled)
+        self.pool_fc = nn.Linear(2 * pooled, filters)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        g = F.relu(self.bn_g(self.conv_g(x)))
+        pooled = torch.cat([g.mean(dim=(2, 3)), g.amax(dim=(2, 3))], dim=1)
+        bias = self.pool_fc(pooled)[:, :, None, None]
+        y = F.relu(self.bn1(self.conv1(x)) + bias)
+        y = self.bn2(self.conv2(y))
+        return F.relu(x + y)
+
+
 class PolicyValueNet(nn.Module):
     """AlphaGo Zero's dual-head ResNet for an N x N board.
 
     ``forward(x)`` takes ``x: float[B, 17, N, N]`` (the planes of ``tabula.features``) and
     returns ``(logits: float[B, N*N + 1], value: float[B])``. Logits are unnormalised (apply
     softmax for p; index N*N is pass); value is tanh-squashed, in [-1, 1], from the side to move.
+
+    ``global_pooling``: every second residual block is a `GlobalPoolingBlock` (KataGo).
 
     ``aux``: two auxiliary heads for training (KataGo, Wu 2019, "Accelerating Self-Play Learning
     in Go", section 4.1), which play and export never use: ``forward_aux`` adds the final
@@ -86,6 +113,7 @@ class PolicyValueNet(nn.Module):
         filters: int,
         value_hidden: int = 256,
         aux: bool = False,
+        global_pooling: bool = False,
     ) -> None:
         super().__init__()
         _check_shape_args(board_size, blocks, filters, value_hidden)
@@ -93,13 +121,19 @@ class PolicyValueNet(nn.Module):
         self.blocks = blocks
         self.filters = filters
         self.value_hidden = value_hidden
+        self.global_pooling = global_pooling
         m = board_size * board_size
         self.stem = nn.Sequential(
             nn.Conv2d(NUM_PLANES, filters, 3, padding=1, bias=False),
             nn.BatchNorm2d(filters),
             nn.ReLU(inplace=True),
         )
-        self.tower = nn.Sequential(*(ResidualBlock(filters) for _ in range(blocks)))
+        self.tower = nn.Sequential(
+            *(
+                GlobalPoolingBlock(filters) if global_pooling and i % 2 else ResidualBlock(filters)
+                for i in range(blocks)
+            )
+        )
         self.policy_conv = nn.Sequential(
             nn.Conv2d(filters, 2, 1, bias=False), nn.BatchNorm2d(2), nn.ReLU(inplace=True)
         )
@@ -135,14 +169,15 @@ class PolicyValueNet(nn.Module):
 
     def shape_config(self) -> dict[str, int]:
         """The constructor arguments, as stored in a checkpoint's ``network`` entry (``aux``
-        only when set, so that checkpoints without the heads read as before)."""
+        and ``global_pooling`` only when set, so that checkpoints without them read as
+        before)."""
         shape = {
             "board_size": self.board_size,
             "blocks": self.blocks,
             "filters": self.filters,
             "value_hidden": self.value_hidden,
         }
-        return {**shape, "aux": 1} if self.aux else shape
+        return shape | {k: 1 for k in ("aux", "global_pooling") if getattr(self, k)}
 
 
 def _check_shape_args(board_size: int, blocks: int, filters: int, value_hidden: int) -> None:
@@ -162,6 +197,7 @@ def make_network(
     seed: int,
     value_hidden: int = 256,
     aux: bool = False,
+    global_pooling: bool = False,
 ) -> PolicyValueNet:
     """A freshly initialised network whose weights depend only on ``seed`` (the "random" model).
 
@@ -169,15 +205,16 @@ def make_network(
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return PolicyValueNet(board_size, blocks, filters, value_hidden, aux)
+        return PolicyValueNet(board_size, blocks, filters, value_hidden, aux, global_pooling)
 
 
 def network_for(cfg: Config, seed: int) -> PolicyValueNet:
     """``make_network`` with the board size and the ``network`` section of ``cfg``."""
     n = cfg.network
     return make_network(
-        cfg.rules.board_size, n.blocks, n.filters, seed, n.value_hidden, n.aux_heads
-    )
+        cfg.rules.board_size, n.blocks, n.filters, seed, n.value_hidden, n.aux_heads,
+        n.global_pooling,
+    )  # fmt: skip
 
 
 def weights_sha256(net_or_state_dict: nn.Module | Mapping[str, torch.Tensor]) -> str:
@@ -289,7 +326,8 @@ def load_checkpoint(
             f"expected {expect_board_size}x{expect_board_size}"
         )
     try:
-        net = PolicyValueNet(**{k: cfg[k] for k in keys}, aux=bool(cfg.get("aux", 0)))
+        flags = {k: bool(cfg.get(k, 0)) for k in ("aux", "global_pooling")}
+        net = PolicyValueNet(**{k: cfg[k] for k in keys}, **flags)
     except ValueError as e:
         raise CheckpointError(f"{path}: bad network shape in checkpoint ({e})") from None
     state = payload.get("state_dict")
@@ -343,6 +381,8 @@ def fold_batch_norm(net: PolicyValueNet) -> PolicyValueNet:
     ]
     for block in folded.tower:
         pairs += [(block, "conv1", "bn1"), (block, "conv2", "bn2")]
+        if isinstance(block, GlobalPoolingBlock):
+            pairs.append((block, "conv_g", "bn_g"))
     for parent, conv_name, bn_name in pairs:
         conv, bn = getattr(parent, conv_name), getattr(parent, bn_name)
         setattr(parent, conv_name, fuse_conv_bn_eval(conv, bn))

@@ -126,6 +126,7 @@ class AlphaZeroSystem(pl.LightningModule):
         filters: int,
         value_hidden: int = 256,
         aux: bool = False,
+        global_pooling: bool = False,
         ownership_weight: float = 1.5,
         score_weight: float = 1.0,
         lr_boundaries: Sequence[int] = (400_000, 600_000),
@@ -139,7 +140,7 @@ class AlphaZeroSystem(pl.LightningModule):
         super().__init__()
         lr_at(0, lr_boundaries, lr_values)  # validates the schedule's shape early
         self.save_hyperparameters()
-        self.net = PolicyValueNet(board_size, blocks, filters, value_hidden, aux)
+        self.net = PolicyValueNet(board_size, blocks, filters, value_hidden, aux, global_pooling)
         self.loss_names = LOSS_NAMES + (AUX_LOSS_NAMES if aux else ())
         if channels_last:
             # NHWC convolutions train ~1.35x faster on CPU (9x9 4x32, batch 256, measured for

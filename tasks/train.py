@@ -207,6 +207,7 @@ def _system(
         filters=n.filters,
         value_hidden=n.value_hidden,
         aux=n.aux_heads,
+        global_pooling=n.global_pooling,
         ownership_weight=t.ownership_weight,
         score_weight=t.score_weight,
         lr_boundaries=list(lr_boundaries),

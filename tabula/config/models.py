@@ -85,6 +85,12 @@ class NetworkConfig(_Section):
         description="Ownership and score heads trained on each played-out game's final"
         " position (KataGo, Wu 2019: 1.65x less compute); not in the paper.",
     )
+    global_pooling: bool = Field(
+        default=False,
+        description="Every second residual block adds per-channel biases pooled (mean and"
+        " max) over the board from a quarter of its channels (KataGo, Wu 2019: 1.6x less"
+        " compute); not in the paper.",
+    )
 
 
 class SearchConfig(_Section):

@@ -10,7 +10,7 @@ import pytest
 
 from flows.pipeline import run_pipeline
 from flows.reproduce import reproduce
-from model.network import load_checkpoint
+from model.network import GlobalPoolingBlock, load_checkpoint
 from model.shards import read_shard, read_shard_info
 from tabula.config import load_config
 from tasks import tracking
@@ -79,11 +79,13 @@ def test_an_extended_run_stretches_its_rate_schedule_and_reproduces(prefect_serv
     assert result.match, (result.differences, result.recorded_sha256, result.rebuilt_sha256)
 
 
-def test_auxiliary_ownership_and_score_heads_end_to_end(prefect_server, project):
+def test_auxiliary_heads_and_global_pooling_end_to_end(prefect_server, project):
     """network.aux_heads: self-play writes each played-out game's final ownership and score
     (consistent with each other: the owned points minus komi are the score), training adds
-    the two losses and logs them by step in MLflow, and the checkpoint reproduces."""
-    cfg = load_config(None, [*TINY, "network.aux_heads=true", "selfplay.v_resign=null",
+    the two losses and logs them by step in MLflow, and the checkpoint reproduces; with
+    network.global_pooling too (one run for both: each costs a whole pipeline run)."""
+    cfg = load_config(None, [*TINY, "network.aux_heads=true", "network.global_pooling=true",
+                             "network.blocks=2", "selfplay.v_resign=null",
                              "pipeline.name=aux"])  # fmt: skip
     run_pipeline(cfg, project, iterations=2)
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
@@ -97,6 +99,7 @@ def test_auxiliary_ownership_and_score_heads_end_to_end(prefect_server, project)
                                score[scored])  # fmt: skip
     net, metadata = load_checkpoint(layout.model(2))
     assert net.aux and {"ownership", "score"} <= set(metadata["losses"])
+    assert isinstance(net.tower[1], GlobalPoolingBlock)
 
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
     exp = client.get_experiment_by_name(tracking.experiment_name())

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from model.network import (
+    GlobalPoolingBlock,
     PolicyValueNet,
     count_parameters,
     fold_batch_norm,
@@ -115,6 +116,34 @@ def test_fold_batch_norm_computes_the_same_function() -> None:
     assert net.training  # original untouched
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
     net.eval()
+    x = (torch.rand(8, 17, 9, 9) < 0.4).float()
+    with torch.no_grad():
+        ref, got = net(x), folded(x)
+    torch.testing.assert_close(got[0], ref[0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got[1], ref[1], rtol=1e-4, atol=1e-4)
+
+
+def test_global_pooling_blocks_see_the_whole_board() -> None:
+    # Two blocks reach 5 points from the stem's: the opposite corner of 9x9 is 8 away. With
+    # global pooling, block 2 adds biases pooled over the board, so every point sees it.
+    x = torch.zeros(1, 17, 9, 9)
+    far = x.clone()
+    far[0, 0, 8, 8] = 1.0  # one own stone in the opposite corner
+    for pooling in (False, True):
+        net = make_network(9, 2, 8, seed=3, value_hidden=16, global_pooling=pooling).eval()
+        assert [type(b) is GlobalPoolingBlock for b in net.tower] == [False, pooling]
+        with torch.no_grad():
+            near, moved = (net.tower(net.stem(t))[0, :, 0, 0] for t in (x, far))
+        assert torch.equal(near, moved) is not pooling
+    assert net.shape_config()["global_pooling"] == 1
+    assert "global_pooling" not in make_network(9, 2, 8, seed=3).shape_config()
+
+
+def test_fold_batch_norm_with_global_pooling_computes_the_same_function() -> None:
+    net = make_network(9, 4, 16, seed=5, global_pooling=True)
+    _randomise_bn(net, seed=6)
+    folded = fold_batch_norm(net.eval())
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
     x = (torch.rand(8, 17, 9, 9) < 0.4).float()
     with torch.no_grad():
         ref, got = net(x), folded(x)
