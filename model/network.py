@@ -70,7 +70,7 @@ class ResidualBlock(nn.Module):
 
 class GlobalPoolingBlock(ResidualBlock):
     """A residual block whose first convolution also feeds a global pooling branch (KataGo, Wu
-    2019, section 3.2): a 3x3 conv to ``filters // 4`` channels, BN, ReLU, their mean and max
+    2019, "global pooling"): a 3x3 conv to ``filters // 4`` channels, BN, ReLU, their mean and max
     over the board, and a linear map of those to one bias per channel, added after ``bn1``. It
     lets every point see the whole board (ko threats, the score) at once.
     """
