@@ -238,31 +238,43 @@ def play_ladder(
     return {"level": level, **side_summary(rows, player)}
 
 
-def _champion(name: str, workdir: Path, simulations: int) -> tuple[str, str, Config] | None:
-    """(store name, player spec, config) of config ``name``'s champion; None without one."""
-    layout = RunLayout(workdir / name / "project", "data", f"strength-{name}")
-    best = champion(layout)
-    i = 0 if best is None else best.iteration
-    if not (layout.params.exists() and layout.model(i).exists()):
-        return None
-    cfg = load_config(layout.params, [f"evaluation.simulations={simulations}"])
-    return layout.model_id(i), f"mcts:{layout.model(i)}@{simulations}", cfg
+def _layout(work: Path, name: str) -> RunLayout:
+    """The run of config ``name`` in its benchmark folder ``work``."""
+    return RunLayout(work / "project", "data", f"strength-{name}")
 
 
-def head_to_head(names: list[str], workdir: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Every pair of configs' champions, ``--h2h-games`` games each (seeded openings, colours
-    swapped in pairs), each side with its own config's search: the Elo gap between configs
-    that the ladder cannot show while both lose every game to GnuGo."""
-    found = {n: _champion(n, workdir, args.simulations) for n in names}
-    players = {n: p for n, p in found.items() if p is not None}
+def _rating_config(layout: RunLayout, name: str, simulations: int) -> Config:
+    """The config a run's checkpoints play with: the run's own, at ``simulations``."""
+    params = layout.params if layout.params.exists() else ROOT / CONFIGS[name].file
+    return load_config(params, [f"evaluation.simulations={simulations}"])
+
+
+def _spec(layout: RunLayout, i: int, args: argparse.Namespace) -> str:
+    return f"mcts:{layout.model(i)}@{args.simulations}"
+
+
+def head_to_head(
+    rows: list[dict[str, Any]], workdir: Path, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Every pair of the configs' champions (``rate_config``'s rows), ``--h2h-games`` games
+    each (seeded openings, colours swapped in pairs), each side with its own config's search:
+    the Elo gap between configs that the ladder cannot show while both lose every game to
+    GnuGo."""
+    players = {}
+    for row in rows:
+        name, i = row["config"], row["champion"]
+        layout = _layout(workdir / name, name)
+        if layout.params.exists() and layout.model(i).exists():
+            cfg = _rating_config(layout, name, args.simulations)
+            players[name] = (layout.model_id(i), _spec(layout, i, args), cfg)
     ready, pairs = list(players), []
     for k, first in enumerate(ready):
         for second in ready[k + 1 :]:
             (a, a_spec, a_cfg), (b, b_spec, b_cfg) = players[first], players[second]
-            rows = _play(f"{first}-vs-{second}", (a_spec, b_spec), args.h2h_games, a_cfg,
-                         workdir / "head-to-head", seed=k, player_cfgs=(a_cfg, b_cfg))  # fmt: skip
+            games = _play(f"{first}-vs-{second}", (a_spec, b_spec), args.h2h_games, a_cfg,
+                          workdir / "head-to-head", seed=k, player_cfgs=(a_cfg, b_cfg))  # fmt: skip
             pairs.append({"first": first, "second": second, "players": [a, b],
-                          **side_summary(rows, a), "elo_gap": None})  # fmt: skip
+                          **side_summary(games, a), "elo_gap": None})  # fmt: skip
     return pairs
 
 
@@ -279,19 +291,16 @@ def rate_config(
 ) -> dict[str, Any]:
     """Ladder games of the run's champion and curve checkpoints (none when ``play`` is False
     or the run finished no iteration); summary of the run."""
-    layout = RunLayout(work / "project", "data", f"strength-{name}")
+    layout = _layout(work, name)
     done = [row["iteration"] for row in state["iterations"]]
     last = done[-1] if done else 0
-    cfg = load_config(
-        layout.params if layout.params.exists() else ROOT / CONFIGS[name].file,
-        [f"evaluation.simulations={args.simulations}"],
-    )
+    cfg = _rating_config(layout, name, args.simulations)
     store = work / "ladder"
     best = champion(layout)
     best_i = 0 if best is None else best.iteration
     matches: dict[int, list[dict[str, Any]]] = {}
     for i in sorted({*_points(last, args.points), best_i}) if play and done else ():
-        spec = f"mcts:{layout.model(i)}@{args.simulations}"
+        spec = _spec(layout, i, args)
         player = layout.model_id(i)
         if i != best_i:
             matches[i] = [play_ladder(player, spec, 1, args.curve_games, cfg, store, seed=i)]
@@ -360,7 +369,7 @@ def main() -> None:
         except TabulaError as error:  # a config that fails is reported; the others still run
             state["failed"] = state.get("failed") or f"rating: {first_line(error)}"
             rows.append(rate_config(name, work, state, args, play=False))
-    pairs = head_to_head(names, workdir, args) if args.h2h_games else []
+    pairs = head_to_head(rows, workdir, args) if args.h2h_games else []
     anchors = add_elo(rows, pairs, workdir)
     console.print(table(rows, args.budget, args.simulations))
     if pairs:
