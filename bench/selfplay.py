@@ -195,7 +195,7 @@ def _rss() -> int:
 def tree_memory(games: int = 256, N: int = 19, simulations: int = 800) -> dict:
     """RSS growth from allocating and touching the trees of ``games`` games."""
     before = _rss()
-    m = BatchedMCTS(games, N, 7.5, SearchParams(simulations=simulations))
+    m = BatchedMCTS(games, N, 7.5, SearchParams(algorithm="puct", simulations=simulations))
     for array in m.trees:
         array.fill(1)
     grown = _rss() - before

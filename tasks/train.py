@@ -174,16 +174,22 @@ def _read_init(init: Path, cfg: Config) -> tuple[str, dict[str, Any]]:
         "blocks": n.blocks,
         "filters": n.filters,
         "value_hidden": n.value_hidden,
+        "aux": n.aux_heads,
+        "global_pooling": n.global_pooling,
     }
+    # The two flags are absent from checkpoints written without them (and before they existed).
+    flags = {"aux": False, "global_pooling": False}
     if isinstance(payload, dict) and "pytorch-lightning_version" in payload:
         hp = payload.get("hyper_parameters") or {}
-        got = {k: hp.get(k) for k in want}
+        got = {k: hp.get(k, flags.get(k)) for k in want}
         kind = "lightning"
     elif isinstance(payload, dict) and payload.get("format") == "tabula-checkpoint":
-        got = {k: (payload.get("network") or {}).get(k) for k in want}
+        network = payload.get("network") or {}
+        got = {k: network.get(k, flags.get(k)) for k in want}
         kind = "exported"
     else:
         raise TrainError(f"{init}: neither a Lightning .ckpt nor a tabula model checkpoint")
+    got = {k: bool(v) if k in flags else v for k, v in got.items()}  # exported flags are 1
     if got != want:
         raise TrainError(f"{init}: network {got} does not match the config's {want}")
     return kind, payload

@@ -318,7 +318,7 @@ def test_flat_dict_has_every_field_as_a_scalar() -> None:
     n_fields = sum(len(model.model_fields) for model in _sections().values())
     assert len(flat) == n_fields
     assert flat["search.simulations"] == 16
-    assert flat["training.lr_boundaries"] == "[1000, 1150]"
+    assert flat["training.lr_boundaries"] == "[2000, 2300]"
     assert flat["search.dirichlet_alpha"] is None
     assert all(v is None or isinstance(v, str | int | float | bool) for v in flat.values())
     assert config_to_flat_dict(load_config(None).resolve())["search.dirichlet_alpha"] > 0
@@ -364,3 +364,24 @@ def test_random_valid_configs_round_trip(
     data["evaluation"]["anchors"] = anchors
     cfg = Config.model_validate(data)
     assert parse_config(dump_config(cfg)) == cfg
+
+
+def test_a_config_written_in_full_before_a_switch_existed_loads_as_it_ran() -> None:
+    """A run frozen before issue 15's switches existed (its params.yaml holds every field of
+    its time) resumes with them off, as it ran; a partial file gets today's defaults."""
+    data = yaml.safe_load(dump_config(load_config(None)))
+    switches = {("network", "aux_heads"): False, ("search", "algorithm"): "puct",
+                ("selfplay", "full_search_fraction"): 1.0,
+                ("training", "value_target_mix"): 0.0, ("evaluation", "gating"): True}  # fmt: skip
+    for section, field in switches:
+        del data[section][field]
+    frozen = parse_config(yaml.safe_dump(data), source="old/params.yaml")
+    assert {k: getattr(getattr(frozen, k[0]), k[1]) for k in switches} == switches
+    today = load_config(None)
+    assert {k: getattr(getattr(today, k[0]), k[1]) for k in switches} == {
+        ("network", "aux_heads"): True, ("search", "algorithm"): "gumbel",
+        ("selfplay", "full_search_fraction"): 0.25,
+        ("training", "value_target_mix"): 0.5, ("evaluation", "gating"): False,
+    }  # fmt: skip
+    partial = parse_config("search:\n  simulations: 32\nnetwork:\n  blocks: 2\n")
+    assert partial.search.algorithm == "gumbel" and partial.network.aux_heads

@@ -56,7 +56,9 @@ def test_seeded_selfplay_games_are_unchanged() -> None:
     params = SelfPlayParams(
         board_size=7,
         komi=7.5,
-        search=SearchParams(simulations=24, leaves_per_game=4, dirichlet_alpha=0.2),
+        search=SearchParams(
+            algorithm="puct", simulations=24, leaves_per_game=4, dirichlet_alpha=0.2
+        ),
         temperature_moves=6,
         v_resign=-0.8,
         resign_disabled_fraction=0.25,
@@ -79,7 +81,7 @@ def test_seeded_search_tree_is_unchanged() -> None:
     game = Game(9, komi=7.5)
     for move in (40, 30, 50, 31, 49, 81):
         game.play(move)
-    params = SearchParams(simulations=64, leaves_per_game=4, dirichlet_alpha=0.1)
+    params = SearchParams(algorithm="puct", simulations=64, leaves_per_game=4, dirichlet_alpha=0.1)
     mcts = BatchedMCTS(2, 9, 7.5, params)
     mcts.reset(0, np.random.default_rng(5), game)
     mcts.reset(1, np.random.default_rng(6))
@@ -107,6 +109,8 @@ def test_seeded_training_checkpoint_is_unchanged(tmp_path: Path) -> None:
             "training.lr_values=[0.05,0.005]",
             "training.deterministic=true",
             "training.bf16=false",  # as recorded (the default then; now "auto")
+            "network.aux_heads=false",  # as recorded (the defaults then; issue 15 changed them)
+            "training.value_target_mix=0.0",
         ],
     )
     for it in range(2):

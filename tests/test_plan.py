@@ -56,8 +56,8 @@ def test_games_are_shared_out_to_the_last_one(total: int, workers: int):
 
 
 def test_a_calibrated_threshold_replaces_the_configured_one_unless_resignation_is_off():
-    cfg = load_config(None)
+    cfg = load_config(None, ["selfplay.v_resign=-0.9"])
     assert with_v_resign(cfg, -0.8).selfplay.v_resign == -0.8
     assert with_v_resign(cfg, None) is cfg
-    off = load_config(None, ["selfplay.v_resign=null"])
+    off = load_config(None)  # the quick start never resigns
     assert with_v_resign(off, -0.8).selfplay.v_resign is None

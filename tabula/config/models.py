@@ -81,7 +81,7 @@ class NetworkConfig(_Section):
     filters: int = Field(default=32, ge=1, description="Conv filters per layer (paper 256).")
     value_hidden: int = Field(default=256, ge=1, description="Value head FC width (paper 256).")
     aux_heads: bool = Field(
-        default=False,
+        default=True,
         description="Ownership and score heads trained on each played-out game's final"
         " position (KataGo, Wu 2019: 1.65x less compute); not in the paper.",
     )
@@ -98,7 +98,7 @@ class SearchConfig(_Section):
     batched leaves kept apart by virtual loss."""
 
     algorithm: Literal["puct", "gumbel"] = Field(
-        default="puct",
+        default="gumbel",
         description="puct: the paper's search, pi = visit counts. gumbel: Danihelka et al. 2022"
         " (Gumbel-top-k and Sequential Halving at the root, pi' = softmax(logits +"
         " sigma(completed Q)) as the policy target; `tabula.mcts.gumbel`).",
@@ -156,7 +156,7 @@ class SearchConfig(_Section):
 class SelfPlayConfig(_Section):
     """Self-play by the best player alpha_theta*, with automatic resignation."""
 
-    games: int = Field(default=192, ge=1, description="Per iteration, all workers (paper 25,000).")
+    games: int = Field(default=384, ge=1, description="Per iteration, all workers (paper 25,000).")
     workers: int = Field(default=2, ge=1, description="W: self-play tasks run in parallel.")
     concurrent_games: int = Field(
         default=64, ge=1, description="G: games a worker plays at once, sharing network batches."
@@ -170,7 +170,7 @@ class SelfPlayConfig(_Section):
         default=0.1, ge=0, le=1, description="Share of games never resigning (paper 0.1)."
     )
     v_resign: float | None = Field(
-        default=-0.9, ge=-1, le=1, description="Initial resign threshold, then tuned; None = never."
+        default=None, ge=-1, le=1, description="Initial resign threshold, then tuned; None = never."
     )
     resign_false_positive_target: float = Field(
         default=0.05,
@@ -182,7 +182,7 @@ class SelfPlayConfig(_Section):
     sgf_sample: int = Field(default=4, ge=0, description="Games per worker also written as SGF.")
     batch_size: int = Field(default=256, ge=1, description="Max positions per network call.")
     full_search_fraction: float = Field(
-        default=1.0,
+        default=0.25,
         gt=0,
         le=1,
         description="Playout-cap randomisation (Wu 2019, KataGo; 0.25 there): the share of moves"
@@ -211,7 +211,7 @@ class TrainingConfig(_Section):
     """SGD on (s, pi, z) sampled uniformly from the recent self-play window (paper Methods)."""
 
     batch_size: int = Field(default=256, ge=1, description="Positions per step (paper 2048).")
-    steps: int = Field(default=250, ge=1, description="Optimizer steps per iteration.")
+    steps: int = Field(default=500, ge=1, description="Optimizer steps per iteration.")
     lr_schedule: Literal["steps", "run"] = Field(
         default="run",
         description="steps: lr drops at the global steps lr_boundaries (the paper's fixed"
@@ -221,7 +221,7 @@ class TrainingConfig(_Section):
         " the boundaries it used.",
     )
     lr_boundaries: list[int] = Field(
-        default=[1000, 1150],
+        default=[2000, 2300],
         description="lr_schedule steps: global steps where lr drops (paper 400k, 600k).",
     )
     lr_fractions: list[float] = Field(
@@ -241,7 +241,7 @@ class TrainingConfig(_Section):
         default=None, ge=1, description="Also only the last K iterations' games; None = no cap."
     )
     value_target_mix: float = Field(
-        default=0.0,
+        default=0.5,
         ge=0,
         le=1,
         description="lambda of the value target (1 - lambda) z + lambda v_root: the game result"
@@ -270,7 +270,7 @@ class TrainingConfig(_Section):
     )
     num_workers: int = Field(default=0, ge=0, description="DataLoader worker processes.")
     checkpoint_every: int = Field(
-        default=250, ge=1, description="Steps per checkpoint (paper 1000)."
+        default=500, ge=1, description="Steps per checkpoint (paper 1000)."
     )
 
     @field_validator("lr_boundaries")
@@ -325,7 +325,7 @@ class EvaluationConfig(_Section):
     """Gating against the best player (paper: 400 games, > 55%), and anchor games."""
 
     gating: bool = Field(
-        default=True,
+        default=False,
         description="True: the candidate must beat the best player to be promoted (the paper)."
         " False: no gate games; every candidate is promoted, so self-play always uses the latest"
         " network (AlphaZero, Silver et al. 2018; KataGo). Elo and anchors are still measured.",
@@ -447,6 +447,28 @@ class PipelineConfig(_Section):
         return self.registered_model if self.registered_model is not None else f"tabula-{self.name}"
 
 
+#: Fields every full config has held since the first (a run's frozen params.yaml is one): a
+#: config that holds them all was written in full, when it was written.
+_ALWAYS_WRITTEN = {
+    "rules": ("board_size", "komi"),
+    "network": ("blocks", "filters", "value_hidden"),
+    "search": ("simulations", "c_puct", "fpu", "dirichlet_epsilon", "virtual_loss"),
+    "selfplay": ("games", "workers", "resign_disabled_fraction", "v_resign"),
+    "training": ("batch_size", "steps", "momentum", "weight_decay", "window_games"),
+    "evaluation": ("gating_games", "gating_threshold", "simulations"),
+    "pipeline": ("name", "iterations", "seed"),
+}
+#: The defaults the quick start changed when it took the laptop preset's settings (issue 15),
+#: each with the value a run frozen before that field existed ran with.
+_RAN_BEFORE = {
+    ("network", "aux_heads"): False,
+    ("search", "algorithm"): "puct",
+    ("selfplay", "full_search_fraction"): 1.0,
+    ("training", "value_target_mix"): 0.0,
+    ("evaluation", "gating"): True,
+}
+
+
 class Config(_Section):
     """One run's configuration; the field defaults are the quick-start run."""
 
@@ -457,6 +479,24 @@ class Config(_Section):
     training: TrainingConfig = Field(default=TrainingConfig(), description="Training.")
     evaluation: EvaluationConfig = Field(default=EvaluationConfig(), description="Matches.")
     pipeline: PipelineConfig = Field(default=PipelineConfig(), description="The run.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_it_ran(cls, data: Any) -> Any:
+        """A config written in full before a field of ``_RAN_BEFORE`` existed (every run frozen
+        then, or a copy of a preset of that time) means what it ran with, not today's default."""
+        if not isinstance(data, dict):
+            return data
+        sections = {name: data.get(name) for name in _ALWAYS_WRITTEN}
+        if not all(
+            isinstance(section, dict) and all(field in section for field in _ALWAYS_WRITTEN[name])
+            for name, section in sections.items()
+        ):
+            return data
+        data = {**data, **{name: dict(section) for name, section in sections.items()}}
+        for (name, field), value in _RAN_BEFORE.items():
+            data[name].setdefault(field, value)
+        return data
 
     def resolve(self) -> Config:
         """A copy with the board-scaled None defaults filled in (idempotent)."""

@@ -163,7 +163,9 @@ def _chart(page, metric: str, run_name: str):
 
     A run with dozens of metrics renders only the charts in view, so the user's way in is the
     page's chart search. Metrics named SECTION/NAME are grouped in a section, the chart titled
-    NAME; its legend reads "RUN (SECTION/NAME)".
+    NAME; its legend reads "RUN (SECTION/NAME)". The search matches substrings: "loss" also
+    shows every loss/NAME chart, above the section of plain names, so the user scrolls down to
+    it as far as it takes (charts out of view are not rendered).
     """
     page.get_by_role("searchbox", name="Search metric charts").fill(metric)
     title, legend = metric.rpartition("/")[2], f"{run_name} ({metric})"
@@ -172,6 +174,13 @@ def _chart(page, metric: str, run_name: str):
         .filter(has=page.get_by_role("heading", name=title, exact=True))
         .filter(has_text=legend)
     )
+    page.mouse.move(800, 600)  # over the charts
+    for _ in range(12):
+        try:
+            expect(card).to_be_visible(timeout=5_000)
+            break
+        except AssertionError:
+            page.mouse.wheel(0, 500)
     expect(card).to_be_visible()
     expect(card.locator(".js-plotly-plot .scatterlayer path.js-line").first).to_be_attached()
     return card
@@ -186,8 +195,9 @@ def test_run_pages_chart_elo_and_loss(ui, expected: Expected, screenshots: Path)
     expect(ui.get_by_role("link", name="elo", exact=True)).to_be_visible()  # metrics table
     ui.get_by_role("tab", name="Model metrics").click()
     expect(ui).to_have_url(re.compile(r"/model-metrics"))
-    # By iteration on the parent: the Elo fit, the gate's win rate, each stage's final loss.
-    for metric in ("eval/win_rate", "train/loss", "elo_low", "elo_high", "elo"):  # shot: Elo
+    # By iteration on the parent: the Elo fit, the score against random (the gate's win rate
+    # too when the run gates), each stage's final loss.
+    for metric in ("eval/score_vs_random", "train/loss", "elo_low", "elo_high", "elo"):
         _chart(ui, metric, expected.parent)
     shot(ui, screenshots, "2-elo-charts")
 

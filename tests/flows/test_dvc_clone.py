@@ -106,7 +106,11 @@ def test_metrics_and_plots_of_the_run(ran):
     diff = json.loads(sh(ran, DVC, "metrics", "diff", *tags, "--json"))
     changed = diff[f"data/{runs.RUN}/metrics.json"]
     assert changed["iteration"] == {"old": 1, "new": 2, "diff": 1}
-    assert {"loss", "elo", "score_vs_random"} <= set(changed)
+    old, new = (
+        json.loads(sh(ran, "git", "show", f"{t}:data/{runs.RUN}/metrics.json")) for t in tags
+    )
+    assert {"loss", "elo", "score_vs_random"} <= set(new)
+    assert set(changed) == {k for k in new if new[k] != old.get(k)}  # what changed, all of it
     shown = json.loads(sh(ran, DVC, "metrics", "show", "--json"))
     assert shown  # the workspace's metrics: the run's last iteration
     plots = json.loads(sh(ran, DVC, "plots", "show", "--json"))["data"]

@@ -1,5 +1,6 @@
 """Issue 15's switches end to end on real Prefect, MLflow and DVC: the Gumbel search and
-gating off in a two-iteration run; a run extended past its plan keeps a live rate schedule."""
+gating off in a two-iteration run, and the paper's settings they replaced in the quick start;
+a run extended past its plan keeps a live rate schedule."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from model.shards import read_shard, read_shard_info
 from tabula.config import load_config
 from tasks import tracking
 from tasks.layout import RunLayout
-from tasks.records import Stage, TrainRecord
-from tasks.resume import champion, finished
+from tasks.records import SelfplayRecord, Stage, TrainRecord
+from tasks.resume import champion, finished, read_record
 from tests.conftest import TINY
 
 pytestmark = pytest.mark.slow
@@ -54,6 +55,36 @@ def test_gumbel_search_without_gating(prefect_server, project):
     assert full.any() and not full.all()  # playout caps: some moves had the fast search
     root = np.concatenate([r.root_value for r in rows])
     assert (np.abs(root) <= 1).all() and (root != np.concatenate([r.z for r in rows])).any()
+
+
+def test_the_papers_search_targets_gate_and_resignation(prefect_server, project):
+    """The paper's switches, which the quick start left for issue 15's (configs/9x9.yaml and
+    the paper preset keep them): PUCT with visit counts as targets, every move searched in
+    full, z alone, the gate deciding promotion, resignation at the configured threshold."""
+    cfg = load_config(None, [*TINY, "search.algorithm=puct", "selfplay.full_search_fraction=1.0",
+                             "selfplay.v_resign=-0.9", "training.value_target_mix=0.0",
+                             "network.aux_heads=false", "evaluation.gating=true",
+                             "pipeline.name=paper"])  # fmt: skip
+    rows = run_pipeline(cfg, project, iterations=2)
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+
+    for i, row in enumerate(rows, start=1):
+        gate = json.loads((layout.match(i) / "gate" / "gate.json").read_text())
+        assert gate["reason"] == "threshold" and gate["games_played"] == cfg.evaluation.gating_games
+        assert row.win_rate == gate["win_rate"]
+        assert row.promoted == (gate["win_rate"] > cfg.evaluation.gating_threshold)
+    promoted = [r.iteration for r in rows if r.promoted]
+    best = champion(layout)
+    assert (best.iteration if best is not None else 0) == max(promoted, default=0)
+
+    played = read_record(layout.marker(1, Stage.SELFPLAY.marker_name()), SelfplayRecord)
+    assert played is not None and played.v_resign_used == -0.9
+    shards = sorted(layout.selfplay(2).rglob("*.parquet"))
+    assert shards and read_shard_info(shards[0]).metadata["policy_target"] == "visits"
+    records = [read_shard(s) for s in shards]
+    assert np.concatenate([r.full_search for r in records]).all()
+    net, _ = load_checkpoint(layout.model(2))
+    assert not net.aux
 
 
 def test_an_extended_run_stretches_its_rate_schedule_and_reproduces(prefect_server, project):

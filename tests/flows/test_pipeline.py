@@ -36,7 +36,7 @@ def test_two_iterations_leave_everything_traceable(two_iterations):
     assert len(parents) == 1 and len(children) == 2
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     child = next(c for c in children if c.data.tags[tracking.TAG_ITERATION] == "2")
-    assert {"selfplay/positions", "eval/win_rate", "elo"} <= set(child.data.metrics)
+    assert {"selfplay/positions", "eval/score_vs_random", "elo"} <= set(child.data.metrics)
     assert "rules.board_size" in child.data.params
     assert child.data.tags.get("git_commit")
     sha = child.data.tags["git_commit"].removesuffix("-dirty")

@@ -80,7 +80,7 @@ def searched(
     **params,
 ) -> BatchedMCTS:
     """A one-slot search from ``game``'s position, already run."""
-    defaults = dict(simulations=64, leaves_per_game=4, noise=False)
+    defaults = dict(algorithm="puct", simulations=64, leaves_per_game=4, noise=False)
     m = BatchedMCTS(1, game.size, game.komi, SearchParams(**(defaults | params)))
     m.reset(0, np.random.default_rng(seed), game)
     m.search([0], evaluate)

@@ -16,7 +16,7 @@ from tests.helpers.mcts import hashed, searched
 
 
 def searched_slots(games: int = 4, size: int = 7, seed: int = 0) -> BatchedMCTS:
-    m = BatchedMCTS(games, size, 7.5, SearchParams(simulations=40, noise=True))
+    m = BatchedMCTS(games, size, 7.5, SearchParams(algorithm="puct", simulations=40, noise=True))
     for s in range(games):
         m.reset(s, np.random.default_rng([seed, s]))
     m.search(np.arange(games), hashed)
@@ -99,7 +99,7 @@ def test_one_illegal_move_plays_none_and_names_it() -> None:
 
 
 def test_choosing_without_a_search_is_refused() -> None:
-    m = BatchedMCTS(2, 5, 7.5, SearchParams(simulations=4))
+    m = BatchedMCTS(2, 5, 7.5, SearchParams(algorithm="puct", simulations=4))
     m.reset(0, np.random.default_rng(0))
     with pytest.raises(SearchError, match="slot 1 has no game"):
         m.choose_moves([1], np.ones(1), np.ones((1, 26), np.int32))

@@ -69,7 +69,7 @@ def test_root_noise_is_a_dirichlet_mix_over_the_legal_moves() -> None:
     """P = (1 - eps) p + eps eta, eta ~ Dir(alpha): mean and variance of each legal move's
     noise match the Dirichlet's; illegal moves stay -1; the priors still sum to 1."""
     alpha, eps, draws_n = 0.3, 0.25, 4000
-    m = BatchedMCTS(1, 5, 7.5, SearchParams(simulations=1, dirichlet_alpha=alpha))
+    m = BatchedMCTS(1, 5, 7.5, SearchParams(algorithm="puct", simulations=1, dirichlet_alpha=alpha))
     m.reset(0, np.random.default_rng(3), Game(5))
     P = m.trees.P[0, 0]
     p0 = np.full(26, -1.0, np.float32)

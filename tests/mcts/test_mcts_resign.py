@@ -75,7 +75,8 @@ def _black_is_lost(planes: np.ndarray, rng: np.random.Generator | None = None):
 @pytest.mark.parametrize("fraction", [0.0, 0.5, 1.0])
 def test_selfplay_resigns_exactly_where_the_mask_says(fraction: float) -> None:
     params = SelfPlayParams(
-        board_size=5, komi=0.5, search=SearchParams(simulations=8, dirichlet_alpha=0.3),
+        board_size=5, komi=0.5,
+        search=SearchParams(algorithm="puct", simulations=8, dirichlet_alpha=0.3),
         temperature_moves=2, v_resign=-0.9, resign_disabled_fraction=fraction,
         concurrent_games=3, batch_size=16,
     )  # fmt: skip

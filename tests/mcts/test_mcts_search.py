@@ -251,7 +251,9 @@ def test_unvisited_move_starts_a_fresh_root() -> None:
 
 def test_small_capacity_drops_a_big_subtree() -> None:
     game = Game(5)
-    m = BatchedMCTS(1, 5, 7.5, SearchParams(simulations=30, noise=False), capacity=31)
+    m = BatchedMCTS(
+        1, 5, 7.5, SearchParams(algorithm="puct", simulations=30, noise=False), capacity=31
+    )
     m.reset(0, np.random.default_rng(0), game)
     for _ in range(6):
         m.search([0], hashed)
@@ -332,7 +334,7 @@ def test_bad_evaluator_answer_is_refused() -> None:
     def wrong(planes, rng=None):
         return np.zeros((len(planes), 10), np.float32), np.zeros(len(planes), np.float32)
 
-    m = BatchedMCTS(1, 5, 7.5, SearchParams(simulations=4))
+    m = BatchedMCTS(1, 5, 7.5, SearchParams(algorithm="puct", simulations=4))
     m.reset(0, np.random.default_rng(0))
     with pytest.raises(SearchError, match="expected"):
         m.search([0], wrong)

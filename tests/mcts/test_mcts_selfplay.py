@@ -18,7 +18,9 @@ def params(**changes) -> SelfPlayParams:
     base = SelfPlayParams(
         board_size=5,
         komi=0.5,
-        search=SearchParams(simulations=16, leaves_per_game=3, dirichlet_alpha=0.3),
+        search=SearchParams(
+            algorithm="puct", simulations=16, leaves_per_game=3, dirichlet_alpha=0.3
+        ),
         temperature_moves=4,
         v_resign=-0.9,
         resign_disabled_fraction=0.1,

@@ -100,7 +100,7 @@ def test_resume_continues_global_step_momentum_and_schedule(
 def test_an_exported_model_starts_weights_and_schedule_at_its_step(
     cfg, data: Path, tmp_path: Path
 ) -> None:
-    net = make_network(N, 1, 8, seed=3, value_hidden=16)
+    net = make_network(N, 1, 8, seed=3, value_hidden=16, aux=cfg.network.aux_heads)
     start = save_checkpoint(tmp_path / "init.pt", net, {"global_step": 6})
     result = _stage(cfg, data, tmp_path / "x", init=start, steps=2)
     assert result.global_step == 8
@@ -124,6 +124,11 @@ def test_an_init_of_another_shape_or_kind_is_refused(cfg, data: Path, tmp_path: 
     other = save_checkpoint(tmp_path / "big.pt", make_network(N, 2, 8, seed=0), {})
     with pytest.raises(TrainError, match="does not match"):
         _stage(cfg, data, tmp_path / "o", init=other)
+    assert cfg.network.aux_heads  # the default: a network without the heads is another kind
+    plain = make_network(N, 1, 8, seed=0, value_hidden=16)
+    plain_ckpt = save_checkpoint(tmp_path / "plain.pt", plain, {})
+    with pytest.raises(TrainError, match="'aux': False"):
+        _stage(cfg, data, tmp_path / "o", init=plain_ckpt)
     junk = tmp_path / "junk.pt"
     torch.save({"hello": 1}, junk)
     with pytest.raises(TrainError, match="neither a Lightning"):
