@@ -353,7 +353,7 @@ class EvaluationConfig(_Section):
         " whose program is not installed is skipped with a notice.",
     )
     anchor_every: int = Field(
-        default=5, ge=1, description="Play the anchors in iterations divisible by this."
+        default=1, ge=1, description="Play the anchors in iterations divisible by this."
     )
     opening_plies: int = Field(
         default=2,
