@@ -1,11 +1,13 @@
 """Self-play throughput against the network alone and against a one-leaf-at-a-time search.
 
 Usage: ``python bench/selfplay.py [--json PATH] [--seconds S] [--rounds R] [--threads T]
-[--device auto|cpu|cuda] [--configs quick,19x19,gumbel,caps]``
+[--device auto|cpu|cuda] [--configs quick,19x19,puct,gumbel,caps]``
 
-For the 9x9 quick-start net (configs/quickstart.yaml) and a small 19x19 net (4x32, the same
-search settings) by default, and the quick start with issue 15's search options (``gumbel``:
-the Gumbel search; ``caps``: playout caps at 0.25) when asked, in one run:
+For the 9x9 quick start (configs/quickstart.yaml: since issue 15 the Gumbel search with playout
+caps at 0.25) and a small 19x19 net (4x32, the paper's PUCT search) by default, and each of issue
+15's search options alone when asked (``puct``: the paper's search, every move in full, as the
+quick start was before; ``gumbel``: the Gumbel search, every move in full; ``caps``: PUCT with
+playout caps at 0.25), in one run:
 
 - (a) the network alone: positions/s of `model.evaluator.Evaluator` at the batch size
   self-play uses (``concurrent_games * leaves_per_game``, capped by ``batch_size``);
@@ -205,13 +207,16 @@ def tree_memory(games: int = 256, N: int = 19, simulations: int = 800) -> dict:
             "rss_bytes": grown, "array_bytes": nbytes}  # fmt: skip
 
 
-#: Benchmarked configs: the quick start and its search options (issue 15: self-play must keep
-#: >= 0.85 of the network's speed under each), name and overrides of configs/quickstart.yaml.
+#: The paper's search: PUCT, every move searched in full (the quick start before issue 15).
+PAPER_SEARCH = ("search.algorithm=puct", "selfplay.full_search_fraction=1.0")
+#: Benchmarked configs: the quick start and each search option alone (issue 15: self-play must
+#: keep >= 0.85 of the network's speed under each), name and overrides of configs/quickstart.yaml.
 CONFIGS = {
-    "quick": ("9x9 quick start", ()),
-    "19x19": ("19x19 4x32", ("rules.board_size=19",)),
-    "gumbel": ("9x9 Gumbel search", ("search.algorithm=gumbel",)),
-    "caps": ("9x9 playout caps 0.25", ("selfplay.full_search_fraction=0.25",)),
+    "quick": ("9x9 quick start (Gumbel, playout caps 0.25)", ()),
+    "19x19": ("19x19 4x32 (PUCT)", ("rules.board_size=19", *PAPER_SEARCH)),
+    "puct": ("9x9 PUCT", PAPER_SEARCH),
+    "gumbel": ("9x9 Gumbel search", ("search.algorithm=gumbel", PAPER_SEARCH[1])),
+    "caps": ("9x9 PUCT, playout caps", (PAPER_SEARCH[0], "selfplay.full_search_fraction=0.25")),
 }
 
 

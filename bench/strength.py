@@ -70,8 +70,9 @@ from tasks.resume import champion, finished  # noqa: E402
 from tests.repos import make_user_repo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-# Core-hours. quick: what the quick start's five iterations spend (measured here: 126-145
-# CPU-s an iteration of the default config, 0.19 core-hours for five, without GnuGo games).
+# Core-hours. quick: what the quick start's five iterations spent before issue 15 (126-145 CPU-s
+# an iteration of the `puct` config, 0.19 core-hours for five, without GnuGo games); today's
+# spends about 0.14 (511 CPU-s with one GnuGo match, README), so `quick` gives it 7 iterations.
 BUDGETS = {"quick": 0.2, "1ch": 1.0, "4ch": 4.0}
 # Ladder games played at once. Our side's network batches grow with it: 16 games of a 4x32
 # checkpoint at 64 simulations cost 8.2 CPU-s a game against 15.8 at 4 at once (measured side
