@@ -493,7 +493,7 @@ class Config(_Section):
             for name, section in sections.items()
         ):
             return data
-        data = {**data, **{name: dict(section) for name, section in sections.items()}}
+        data = {**data, **{name: dict(data[name]) for name in _ALWAYS_WRITTEN}}
         for (name, field), value in _RAN_BEFORE.items():
             data[name].setdefault(field, value)
         return data
