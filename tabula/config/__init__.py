@@ -5,8 +5,9 @@ training, evaluation, pipeline). It is loaded from `params.yaml` (the DVC params
 preset under `configs/`, then the CLI's ``KEY=VALUE`` overrides are applied, then the result is
 validated once and passed down. ``Config()`` / ``load_config(None)`` is the quick-start run.
 
-Two modules, imports pointing one way:
+Three modules, imports pointing one way:
 
+- `tabula.config.legacy`: how configs frozen by older versions read (what those runs ran with).
 - `tabula.config.models`: the sections and `Config` (defaults, bounds, board-scaled ``None``
   defaults filled in by `Config.resolve()`).
 - `tabula.config.io`: YAML in and out, ``KEY=VALUE`` overrides, and the one-line `ConfigError`

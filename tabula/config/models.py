@@ -13,7 +13,8 @@ is ours unless the paper gives it; 19x19 gives the paper's number exactly):
 - ``selfplay.temperature_moves``: round(30 * N**2 / 361) (paper tau = 1 for 30 moves).
 - ``pipeline.registered_model``: f"tabula-{pipeline.name}" (not scaled, but one per run).
 
-This module imports nothing else of the package; `tabula.config.io` builds on it.
+A config frozen by an older version reads as it ran (`tabula.config.legacy`). This module imports
+nothing else of the package but that; `tabula.config.io` builds on it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from tabula.config import legacy
 from tabula.go.coords import MAX_SIZE, MIN_SIZE
 from tabula.ladder import anchor_label, check_anchor
 
@@ -284,12 +286,8 @@ class TrainingConfig(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _step_boundaries_given(cls, data: Any) -> Any:
-        """A config that gives lr_boundaries without lr_schedule (every run frozen before
-        lr_schedule existed) means them as global steps, as it ran."""
-        if isinstance(data, dict) and "lr_boundaries" in data and "lr_schedule" not in data:
-            data = {**data, "lr_schedule": "steps"}
-        return data
+    def _frozen_before_lr_schedule(cls, data: Any) -> Any:
+        return legacy.step_boundaries_given(data)
 
     @field_validator("lr_fractions")
     @classmethod
@@ -371,16 +369,8 @@ class EvaluationConfig(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _legacy_gnugo(cls, data: Any) -> Any:
-        """Runs frozen before `anchors` name their one GnuGo as ``gnugo: COMMAND``."""
-        if isinstance(data, dict) and "gnugo" in data:
-            data = dict(data)
-            command = data.pop("gnugo")
-            extra = [] if command is None else [f"gtp:{command}"]
-            data["anchors"] = [*data.get("anchors", []), *extra]  # null: it played no GnuGo
-            data.setdefault("anchor_every", 1)  # as it ran: every iteration,
-            data.setdefault("opening_plies", 0)  # from the empty board
-        return data
+    def _frozen_before_anchors(cls, data: Any) -> Any:
+        return legacy.gnugo_as_anchor(data)
 
     @field_validator("anchors")
     @classmethod
@@ -447,28 +437,6 @@ class PipelineConfig(_Section):
         return self.registered_model if self.registered_model is not None else f"tabula-{self.name}"
 
 
-#: Fields every full config has held since the first (a run's frozen params.yaml is one): a
-#: config that holds them all was written in full, when it was written.
-_ALWAYS_WRITTEN = {
-    "rules": ("board_size", "komi"),
-    "network": ("blocks", "filters", "value_hidden"),
-    "search": ("simulations", "c_puct", "fpu", "dirichlet_epsilon", "virtual_loss"),
-    "selfplay": ("games", "workers", "resign_disabled_fraction", "v_resign"),
-    "training": ("batch_size", "steps", "momentum", "weight_decay", "window_games"),
-    "evaluation": ("gating_games", "gating_threshold", "simulations"),
-    "pipeline": ("name", "iterations", "seed"),
-}
-#: The defaults the quick start changed when it took the laptop preset's settings (issue 15),
-#: each with the value a run frozen before that field existed ran with.
-_RAN_BEFORE = {
-    ("network", "aux_heads"): False,
-    ("search", "algorithm"): "puct",
-    ("selfplay", "full_search_fraction"): 1.0,
-    ("training", "value_target_mix"): 0.0,
-    ("evaluation", "gating"): True,
-}
-
-
 class Config(_Section):
     """One run's configuration; the field defaults are the quick-start run."""
 
@@ -482,21 +450,8 @@ class Config(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _as_it_ran(cls, data: Any) -> Any:
-        """A config written in full before a field of ``_RAN_BEFORE`` existed (every run frozen
-        then, or a copy of a preset of that time) means what it ran with, not today's default."""
-        if not isinstance(data, dict):
-            return data
-        sections = {name: data.get(name) for name in _ALWAYS_WRITTEN}
-        if not all(
-            isinstance(section, dict) and all(field in section for field in _ALWAYS_WRITTEN[name])
-            for name, section in sections.items()
-        ):
-            return data
-        data = {**data, **{name: dict(data[name]) for name in _ALWAYS_WRITTEN}}
-        for (name, field), value in _RAN_BEFORE.items():
-            data[name].setdefault(field, value)
-        return data
+    def _frozen_before_switches(cls, data: Any) -> Any:
+        return legacy.switches_as_they_ran(data)
 
     def resolve(self) -> Config:
         """A copy with the board-scaled None defaults filled in (idempotent)."""
