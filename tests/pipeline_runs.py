@@ -4,7 +4,8 @@ is killed from outside at a moment (`kill_when`) or kills itself at a named poin
 (``start(..., kill_at=...)``, then `killed_itself`), whatever the machine's load.
 
 Every run is the real ``tabula run`` against a given Prefect API, with the TINY config of
-``tests/flows``, in a project cloned from an empty user repo (`tests.repos`).
+``tests/flows`` and the paper's gate and resignation (``GATED``), in a project cloned from an
+empty user repo (`tests.repos`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ from tests.conftest import TINY
 
 TABULA = str(Path(sys.executable).parent / "tabula")
 RUN = "tiny"  # pipeline.name in TINY
+#: These runs gate and resign as the paper does (the quick start does neither), so that a kill
+#: can land inside a gate match and the calibrated resign threshold must survive a resume.
+GATED = ["evaluation.gating=true", "selfplay.v_resign=-0.9"]
 
 
 @dataclass
@@ -63,11 +67,11 @@ def start(
     extra: list[str] | None = None,
     env: dict[str, str] | None = None,
 ) -> Run:
-    """Start ``tabula run`` with TINY (and the overrides ``extra``, the environment variables
-    ``env``); ``preexec`` runs in the child before it starts; ``kill_at``: the point where the
-    run kills itself (``tasks.resume.KILL_AT``, test-only)."""
+    """Start ``tabula run`` with TINY and GATED (and the overrides ``extra``, the environment
+    variables ``env``); ``preexec`` runs in the child before it starts; ``kill_at``: the point
+    where the run kills itself (``tasks.resume.KILL_AT``, test-only)."""
     args = [TABULA, "run", "--iterations", str(iterations)]
-    for item in [*TINY, *(extra or [])]:
+    for item in [*TINY, *GATED, *(extra or [])]:
         args += ["--set", item]
     environ = {**os.environ, "PREFECT_API_URL": api, "PREFECT_LOGGING_LEVEL": "WARNING"}
     environ.pop(KILL_AT, None)

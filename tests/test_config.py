@@ -382,7 +382,8 @@ def test_a_config_written_in_full_before_a_switch_existed_loads_as_it_ran() -> N
     """A run frozen before issue 15's switches existed (its params.yaml holds every field of
     its time) resumes with them off, as it ran; a partial file gets today's defaults."""
     data = yaml.safe_load(dump_config(load_config(None)))
-    switches = {("network", "aux_heads"): False, ("search", "algorithm"): "puct",
+    switches = {("search", "early_pass"): True, ("search", "fill_own_eyes"): True,
+                ("network", "aux_heads"): False, ("search", "algorithm"): "puct",
                 ("selfplay", "full_search_fraction"): 1.0,
                 ("training", "value_target_mix"): 0.0, ("evaluation", "gating"): True}  # fmt: skip
     for section, field in switches:
@@ -391,6 +392,7 @@ def test_a_config_written_in_full_before_a_switch_existed_loads_as_it_ran() -> N
     assert {k: getattr(getattr(frozen, k[0]), k[1]) for k in switches} == switches
     today = load_config(None)
     assert {k: getattr(getattr(today, k[0]), k[1]) for k in switches} == {
+        ("search", "early_pass"): False, ("search", "fill_own_eyes"): False,
         ("network", "aux_heads"): True, ("search", "algorithm"): "gumbel",
         ("selfplay", "full_search_fraction"): 0.25,
         ("training", "value_target_mix"): 0.5, ("evaluation", "gating"): False,

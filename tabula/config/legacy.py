@@ -23,9 +23,13 @@ ALWAYS_WRITTEN = {
     "evaluation": ("gating_games", "gating_threshold", "simulations"),
     "pipeline": ("name", "iterations", "seed"),
 }
-#: The defaults the quick start changed when it took the laptop preset's settings (issue 15),
-#: each with the value a run frozen before that field existed ran with.
+#: Fields added after the first runs were frozen whose default is not what a run frozen before
+#: the field existed ran with, and that value: the search's early passes and own-eye fills
+#: (allowed until these switches came, off by default since), and the switches whose defaults
+#: changed when the quick start took the laptop preset's settings (issue 15).
 RAN_BEFORE = {
+    ("search", "early_pass"): True,
+    ("search", "fill_own_eyes"): True,
     ("network", "aux_heads"): False,
     ("search", "algorithm"): "puct",
     ("selfplay", "full_search_fraction"): 1.0,
@@ -37,7 +41,8 @@ RAN_BEFORE = {
 def switches_as_they_ran(data: Any) -> Any:
     """A whole config written in full before a field of ``RAN_BEFORE`` existed (every run frozen
     then, or a copy of a preset of that time) gets the value it ran with, not today's default;
-    a partial config (a user's file of a few fields) gets today's defaults."""
+    a partial config (a user's file of a few fields) gets today's defaults. So a config file
+    that spells out every section leaves none of these fields to the default: it names them."""
     if not isinstance(data, dict):
         return data
     written_in_full = all(

@@ -54,14 +54,15 @@ class UiStore:
 
 
 #: A short real run: the tests/flows TINY config with 10-step training stages (one loss point
-#: each at the 10-step logging interval, so the curves have real steps 9 and 19) and a gate that
-#: promotes a candidate winning any of its games, so that two iterations leave loss curves and a
-#: champion for the UI to show.
+#: each at the 10-step logging interval, so the curves have real steps 9 and 19) and a gate (the
+#: quick start has none; the UI shows the gate's win rate too) that promotes a candidate winning
+#: any of its games, so that two iterations leave loss curves and a champion for the UI to show.
 UI_RUN = [
     *TINY,
     "pipeline.name=ui",
     "training.steps=10",
     "training.checkpoint_every=10",
+    "evaluation.gating=true",
     "evaluation.gating_threshold=0.01",
 ]
 UI_ITERATIONS = 2
@@ -79,6 +80,7 @@ def pipeline_store(root: Path) -> UiStore:
     rows = run_pipeline(load_config(None, UI_RUN), project, iterations=UI_ITERATIONS)
     # The UI must show a champion alias; with a fixed seed the gates decide the same each time.
     assert any(r.promoted for r in rows), f"no promotion in the UI run: {rows}"
+    assert all(r.win_rate is not None for r in rows)  # gated: the UI shows the gate's chart
     # A second run of the project, to compare with the first (its Elo beside the first's).
     second = load_config(None, [*UI_RUN, f"pipeline.name={UI_SECOND_RUN}", "pipeline.seed=1"])
     run_pipeline(second, project, iterations=UI_ITERATIONS)

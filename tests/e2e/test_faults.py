@@ -2,7 +2,8 @@
 unwritable folder.
 
 Every run is the real ``tabula run`` in a subprocess against the test harness's Prefect API,
-on a fresh clone of an empty user repo, with the TINY config of ``tests/flows``. One
+on a fresh clone of an empty user repo, with the TINY config of ``tests/flows`` and the paper's
+gate and resignation (``tests.pipeline_runs.GATED``). One
 uninterrupted two-iteration run is the reference: whatever happened on the way, a finished run
 must hold the same self-play data (DVC hashes, positions), the same trained weights and the
 same gating decisions, with no temporary files, one MLflow run per stage of the hierarchy, all

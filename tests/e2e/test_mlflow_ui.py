@@ -43,6 +43,7 @@ class Expected:
     model: str
     champion: str  # the version the champion alias points at
     pipelines: tuple[str, ...] = ()  # the names of every pipeline run in the experiment
+    gated: bool = False  # the parent run logged gate win rates (evaluation.gating)
 
 
 def read_expected(tracking_uri: str) -> Expected:
@@ -87,6 +88,7 @@ def read_expected(tracking_uri: str) -> Expected:
         model=models[0].name,
         champion=str(models[0].aliases["champion"]),
         pipelines=tuple(sorted(r.info.run_name for r in every)),
+        gated="eval/win_rate" in parent.data.metrics,
     )
 
 
@@ -195,9 +197,10 @@ def test_run_pages_chart_elo_and_loss(ui, expected: Expected, screenshots: Path)
     expect(ui.get_by_role("link", name="elo", exact=True)).to_be_visible()  # metrics table
     ui.get_by_role("tab", name="Model metrics").click()
     expect(ui).to_have_url(re.compile(r"/model-metrics"))
-    # By iteration on the parent: the Elo fit, the score against random (the gate's win rate
-    # too when the run gates), each stage's final loss.
-    for metric in ("eval/score_vs_random", "train/loss", "elo_low", "elo_high", "elo"):
+    # By iteration on the parent: the Elo fit, the score against random, the gate's win rate
+    # when the run gates (the built store's does), each stage's final loss.
+    gate = ("eval/win_rate",) if expected.gated else ()
+    for metric in (*gate, "eval/score_vs_random", "train/loss", "elo_low", "elo_high", "elo"):
         _chart(ui, metric, expected.parent)
     shot(ui, screenshots, "2-elo-charts")
 

@@ -114,7 +114,8 @@ def test_each_side_of_a_match_can_have_its_own_config(
     tmp_path: Path, config5: Callable[..., Config], tiny_checkpoint: Path
 ) -> None:
     # bench/strength.py's head-to-head: each champion searches as its own config says.
-    puct, gumbel = config5(), config5("search.algorithm=gumbel", "evaluation.simulations=4")
+    puct = config5("search.algorithm=puct")
+    gumbel = config5("search.algorithm=gumbel", "evaluation.simulations=4")
     spec = f"mcts:{tiny_checkpoint}@4"
     result = run_match(spec, spec, 2, puct, store=tmp_path / "store", match_id="h2h",
                        player_cfgs=(puct, gumbel))  # fmt: skip
