@@ -24,7 +24,8 @@ measured (`tabula.ladder.GNUGO_ELO_9X9`; GnuGo level 1 = 0), so figures of diffe
 budgets share one scale.
 
 Configs (``CONFIGS``, each with its source): ``paper``, the paper's search and training settings
-on 9x9 (``configs/9x9.yaml``) with the quick start's network and game count, fitted to two cores;
+on 9x9 (``configs/9x9.yaml``) with the quick start's network and 192 games an iteration (the
+earlier quick start's), fitted to two cores;
 ``default``, the quick start (since issue 15 the laptop preset's settings); ``puct``, the quick
 start before that (the ``default`` of the runs measured then); ``gumbel``, puct with issue 15's
 Gumbel search and no gating; ``aux``, puct with the ownership and score heads; ``laptop``,
@@ -131,7 +132,7 @@ CONFIGS = {
             "selfplay.games=192",
             "pipeline.iterations=1000",
         ),
-        "Silver et al. 2017 (Methods) via configs/9x9.yaml; quick-start network and game count",
+        "Silver et al. 2017 (Methods) via configs/9x9.yaml; quick-start network, 192 games",
     ),
     "default": Entry(
         "configs/quickstart.yaml",
