@@ -46,6 +46,9 @@ from tabula.go.coords import MAX_SIZE, MIN_SIZE
 
 CHECKPOINT_FORMAT = "tabula-checkpoint"
 CHECKPOINT_FORMAT_VERSION = 1
+#: A checkpoint's ``network`` entry: these ints always, these flags (as 1) only when set.
+SHAPE_KEYS = ("board_size", "blocks", "filters", "value_hidden")
+FLAG_KEYS = ("aux", "global_pooling")
 
 
 class CheckpointError(TabulaError, ValueError):
@@ -168,16 +171,17 @@ class PolicyValueNet(nn.Module):
         return logits, value, ownership, self.score_fc(v).squeeze(1)
 
     def shape_config(self) -> dict[str, int]:
-        """The constructor arguments, as stored in a checkpoint's ``network`` entry (``aux``
-        and ``global_pooling`` only when set, so that checkpoints without them read as
-        before)."""
-        shape = {
-            "board_size": self.board_size,
-            "blocks": self.blocks,
-            "filters": self.filters,
-            "value_hidden": self.value_hidden,
-        }
-        return shape | {k: 1 for k in ("aux", "global_pooling") if getattr(self, k)}
+        """The constructor arguments, as stored in a checkpoint's ``network`` entry (the flags
+        only when set, so that checkpoints without them read as before)."""
+        shape = {k: getattr(self, k) for k in SHAPE_KEYS}
+        return shape | {k: 1 for k in FLAG_KEYS if getattr(self, k)}
+
+
+def network_args(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The `PolicyValueNet` arguments that a checkpoint's ``network`` entry (or a Lightning
+    checkpoint's hyper-parameters) records: each shape key as given (None where missing), each
+    flag False where absent (checkpoints written without it, or before it existed)."""
+    return {k: entry.get(k) for k in SHAPE_KEYS} | {k: bool(entry.get(k, 0)) for k in FLAG_KEYS}
 
 
 def _check_shape_args(board_size: int, blocks: int, filters: int, value_hidden: int) -> None:
@@ -208,13 +212,17 @@ def make_network(
         return PolicyValueNet(board_size, blocks, filters, value_hidden, aux, global_pooling)
 
 
+def config_network_args(cfg: Config) -> dict[str, Any]:
+    """The `PolicyValueNet` arguments of ``cfg``: its board size and ``network`` section."""
+    n = cfg.network
+    return {"board_size": cfg.rules.board_size, "blocks": n.blocks, "filters": n.filters,
+            "value_hidden": n.value_hidden, "aux": n.aux_heads,
+            "global_pooling": n.global_pooling}  # fmt: skip
+
+
 def network_for(cfg: Config, seed: int) -> PolicyValueNet:
     """``make_network`` with the board size and the ``network`` section of ``cfg``."""
-    n = cfg.network
-    return make_network(
-        cfg.rules.board_size, n.blocks, n.filters, seed, n.value_hidden, n.aux_heads,
-        n.global_pooling,
-    )  # fmt: skip
+    return make_network(seed=seed, **config_network_args(cfg))
 
 
 def weights_sha256(net_or_state_dict: nn.Module | Mapping[str, torch.Tensor]) -> str:
@@ -317,17 +325,15 @@ def load_checkpoint(
     path = Path(path)
     payload = _read_payload(path, map_location)
     cfg = payload.get("network")
-    keys = ("board_size", "blocks", "filters", "value_hidden")
-    if not isinstance(cfg, dict) or any(not isinstance(cfg.get(k), int) for k in keys):
-        raise CheckpointError(f"{path}: checkpoint 'network' entry must give ints for {keys}")
+    if not isinstance(cfg, dict) or any(not isinstance(cfg.get(k), int) for k in SHAPE_KEYS):
+        raise CheckpointError(f"{path}: checkpoint 'network' entry must give ints for {SHAPE_KEYS}")
     if expect_board_size is not None and cfg["board_size"] != expect_board_size:
         raise CheckpointError(
             f"{path}: checkpoint is for a {cfg['board_size']}x{cfg['board_size']} board, "
             f"expected {expect_board_size}x{expect_board_size}"
         )
     try:
-        flags = {k: bool(cfg.get(k, 0)) for k in ("aux", "global_pooling")}
-        net = PolicyValueNet(**{k: cfg[k] for k in keys}, **flags)
+        net = PolicyValueNet(**network_args(cfg))
     except ValueError as e:
         raise CheckpointError(f"{path}: bad network shape in checkpoint ({e})") from None
     state = payload.get("state_dict")

@@ -40,7 +40,14 @@ from pytorch_lightning.loggers import MLFlowLogger
 from model.datamodule import ShardDataModule
 from model.evaluator import native_bf16
 from model.files import atomic_path, file_sha256
-from model.network import CheckpointError, load_checkpoint, save_checkpoint, weights_sha256
+from model.network import (
+    CheckpointError,
+    config_network_args,
+    load_checkpoint,
+    network_args,
+    save_checkpoint,
+    weights_sha256,
+)
 from model.system import AlphaZeroSystem, lr_at
 from tabula.config import Config
 from tabula.errors import TabulaError
@@ -168,28 +175,15 @@ def _read_init(init: Path, cfg: Config) -> tuple[str, dict[str, Any]]:
     except Exception as e:  # noqa: BLE001 - any unreadable file is one user-facing line
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise TrainError(f"{init}: not a readable checkpoint ({first})") from None
-    n = cfg.network
-    want = {
-        "board_size": cfg.rules.board_size,
-        "blocks": n.blocks,
-        "filters": n.filters,
-        "value_hidden": n.value_hidden,
-        "aux": n.aux_heads,
-        "global_pooling": n.global_pooling,
-    }
-    # The two flags are absent from checkpoints written without them (and before they existed).
-    flags = {"aux": False, "global_pooling": False}
+    want = config_network_args(cfg)
     if isinstance(payload, dict) and "pytorch-lightning_version" in payload:
-        hp = payload.get("hyper_parameters") or {}
-        got = {k: hp.get(k, flags.get(k)) for k in want}
+        got = network_args(payload.get("hyper_parameters") or {})
         kind = "lightning"
     elif isinstance(payload, dict) and payload.get("format") == "tabula-checkpoint":
-        network = payload.get("network") or {}
-        got = {k: network.get(k, flags.get(k)) for k in want}
+        got = network_args(payload.get("network") or {})
         kind = "exported"
     else:
         raise TrainError(f"{init}: neither a Lightning .ckpt nor a tabula model checkpoint")
-    got = {k: bool(v) if k in flags else v for k, v in got.items()}  # exported flags are 1
     if got != want:
         raise TrainError(f"{init}: network {got} does not match the config's {want}")
     return kind, payload
@@ -205,15 +199,10 @@ def _system(
         step_offset = int(payload["hyper_parameters"].get("step_offset", 0))
     elif kind == "exported":
         step_offset = int(payload.get("metadata", {}).get("global_step") or 0)
-    t, n = cfg.training, cfg.network
+    t = cfg.training
     pl.seed_everything(seed, workers=True, verbose=False)  # fresh weights depend on the seed
     system = AlphaZeroSystem(
-        board_size=cfg.rules.board_size,
-        blocks=n.blocks,
-        filters=n.filters,
-        value_hidden=n.value_hidden,
-        aux=n.aux_heads,
-        global_pooling=n.global_pooling,
+        **config_network_args(cfg),
         ownership_weight=t.ownership_weight,
         score_weight=t.score_weight,
         lr_boundaries=list(lr_boundaries),
