@@ -208,15 +208,16 @@ def tree_memory(games: int = 256, N: int = 19, simulations: int = 800) -> dict:
 
 
 #: The paper's search: PUCT, every move searched in full (the quick start before issue 15).
-PAPER_SEARCH = ("search.algorithm=puct", "selfplay.full_search_fraction=1.0")
+PUCT, FULL_SEARCH = "search.algorithm=puct", "selfplay.full_search_fraction=1.0"
+PAPER_SEARCH = (PUCT, FULL_SEARCH)
 #: Benchmarked configs: the quick start and each search option alone (issue 15: self-play must
 #: keep >= 0.85 of the network's speed under each), name and overrides of configs/quickstart.yaml.
 CONFIGS = {
     "quick": ("9x9 quick start (Gumbel, playout caps 0.25)", ()),
     "19x19": ("19x19 4x32 (PUCT)", ("rules.board_size=19", *PAPER_SEARCH)),
     "puct": ("9x9 PUCT", PAPER_SEARCH),
-    "gumbel": ("9x9 Gumbel search", ("search.algorithm=gumbel", PAPER_SEARCH[1])),
-    "caps": ("9x9 PUCT, playout caps", (PAPER_SEARCH[0], "selfplay.full_search_fraction=0.25")),
+    "gumbel": ("9x9 Gumbel search", ("search.algorithm=gumbel", FULL_SEARCH)),
+    "caps": ("9x9 PUCT, playout caps", (PUCT, "selfplay.full_search_fraction=0.25")),
 }
 
 

@@ -23,7 +23,7 @@ ladder and head-to-head game with the GnuGo levels held at the offsets `bench/la
 measured (`tabula.ladder.GNUGO_ELO_9X9`; GnuGo level 1 = 0), so figures of different runs and
 budgets share one scale.
 
-Configs (``CONFIGS``, each with its source): ``paper``, the paper's search and training settings
+Configs (``bench/strength_configs.py``, each with its source): ``paper``, the paper's search and training settings
 on 9x9 (``configs/9x9.yaml``) with the quick start's network and 192 games an iteration (the
 earlier quick start's), fitted to two cores;
 ``default``, the quick start (since issue 15 the laptop preset's settings); ``puct``, the quick
@@ -47,7 +47,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from rich.console import Console
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.ladder import side_summary  # noqa: E402
+from bench.strength_configs import CONFIGS, Entry  # noqa: E402
 from bench.strength_report import LEVELS, add_elo, pairs_table, plot, table  # noqa: E402
 from model.files import write_json  # noqa: E402
 from tabula.config import Config, load_config  # noqa: E402
@@ -82,95 +83,6 @@ LADDER_GAMES_AT_ONCE = 16
 # The CLI of this checkout (not the installed entry point), so a benchmark run from a git
 # worktree trains with that worktree's code.
 TABULA = [sys.executable, "-c", "import cli; cli.app()"]
-
-# The machine fit every config shares: two self-play workers on two cores, batches of 256, no
-# DataLoader processes, fp32 training (the configs whose precision is chosen per machine say
-# so), no GnuGo inside the run (rated here).
-MACHINE = [
-    "selfplay.workers=2",
-    "selfplay.concurrent_games=64",
-    "selfplay.batch_size=256",
-    "training.num_workers=0",
-    "training.bf16=false",
-    "evaluation.anchors=[]",
-    "evaluation.anchor_games=20",
-]
-
-
-# The quick start's settings before it took the laptop preset's (issue 15), kept so that the
-# runs measured then can be repeated: the paper's search, targets, gate and resignation.
-PUCT_QUICKSTART = (
-    "search.algorithm=puct",
-    "network.aux_heads=false",
-    "selfplay.games=192",
-    "selfplay.v_resign=-0.9",
-    "selfplay.full_search_fraction=1.0",
-    "training.steps=250",
-    "training.checkpoint_every=250",
-    "training.value_target_mix=0.0",
-    "evaluation.gating=true",
-)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """A config of the benchmark: a config file, overrides, and where its settings come from."""
-
-    file: str
-    overrides: tuple[str, ...]
-    source: str
-
-
-CONFIGS = {
-    "paper": Entry(
-        "configs/9x9.yaml",
-        (
-            *MACHINE,
-            "network.blocks=4",
-            "network.filters=32",
-            "network.value_hidden=64",
-            "selfplay.games=192",
-            "pipeline.iterations=1000",
-        ),
-        "Silver et al. 2017 (Methods) via configs/9x9.yaml; quick-start network, 192 games",
-    ),
-    "default": Entry(
-        "configs/quickstart.yaml",
-        # Its precision is part of the preset (issue 15, item 7): chosen per machine.
-        (*MACHINE, "pipeline.iterations=1000", "training.bf16=auto"),
-        "configs/quickstart.yaml (the current default: the laptop preset's settings)",
-    ),
-    "puct": Entry(
-        "configs/quickstart.yaml",
-        (*MACHINE, "pipeline.iterations=1000", *PUCT_QUICKSTART),
-        "the quick start before issue 15 (the `default` of the tables measured before it took"
-        " the laptop preset's settings): the paper's PUCT search and targets, gated, resigning",
-    ),
-    "gumbel": Entry(
-        "configs/quickstart.yaml",
-        (
-            *MACHINE,
-            "pipeline.iterations=1000",
-            *PUCT_QUICKSTART,
-            "search.algorithm=gumbel",
-            "evaluation.gating=false",
-        ),  # fmt: skip
-        "puct with the Gumbel search (Danihelka et al. 2022) and no gating (Silver et al. 2018;"
-        " KataGo)",
-    ),
-    "aux": Entry(
-        "configs/quickstart.yaml",
-        (*MACHINE, "pipeline.iterations=1000", *PUCT_QUICKSTART, "network.aux_heads=true"),
-        "puct with KataGo's ownership and score heads (Wu 2019)",
-    ),
-    "laptop": Entry(
-        "configs/9x9-laptop.yaml",
-        # Its precision is part of the preset (issue 15, item 7): chosen per machine.
-        (*MACHINE, "pipeline.iterations=1000", "training.bf16=auto"),
-        "configs/9x9-laptop.yaml: Gumbel search, playout caps, ownership and score heads, z"
-        " mixed with the root value, no resignation, no gating, bf16 where native",
-    ),
-}
 
 
 def budget_core_hours(text: str) -> float:

@@ -19,6 +19,7 @@ from tasks.layout import RunLayout
 from tasks.records import SelfplayRecord, Stage, TrainRecord
 from tasks.resume import champion, finished, read_record
 from tests.conftest import TINY
+from tests.pipeline_runs import GATED
 
 pytestmark = pytest.mark.slow
 
@@ -61,10 +62,9 @@ def test_the_papers_search_targets_gate_and_resignation(prefect_server, project)
     """The paper's switches, which the quick start left for issue 15's (configs/9x9.yaml and
     the paper preset keep them): PUCT with visit counts as targets, every move searched in
     full, z alone, the gate deciding promotion, resignation at the configured threshold."""
-    cfg = load_config(None, [*TINY, "search.algorithm=puct", "selfplay.full_search_fraction=1.0",
-                             "selfplay.v_resign=-0.9", "training.value_target_mix=0.0",
-                             "network.aux_heads=false", "evaluation.gating=true",
-                             "pipeline.name=paper"])  # fmt: skip
+    cfg = load_config(None, [*TINY, *GATED, "search.algorithm=puct",
+                             "selfplay.full_search_fraction=1.0", "training.value_target_mix=0.0",
+                             "network.aux_heads=false", "pipeline.name=paper"])  # fmt: skip
     rows = run_pipeline(cfg, project, iterations=2)
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
 

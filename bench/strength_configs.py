@@ -1,0 +1,98 @@
+"""The configs `bench/strength.py` trains and rates, each with where its settings come from.
+
+Each is a config file of ``configs/`` and overrides: ``MACHINE``, the fit to two cores every
+config shares, then its own (see `bench/strength.py`'s docstring for what each measures).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The machine fit every config shares: two self-play workers on two cores, batches of 256, no
+# DataLoader processes, fp32 training (the configs whose precision is chosen per machine say
+# so), no GnuGo inside the run (rated here).
+MACHINE = [
+    "selfplay.workers=2",
+    "selfplay.concurrent_games=64",
+    "selfplay.batch_size=256",
+    "training.num_workers=0",
+    "training.bf16=false",
+    "evaluation.anchors=[]",
+    "evaluation.anchor_games=20",
+]
+
+
+# The configs whose precision is part of the preset (issue 15, item 7): chosen per machine.
+PER_MACHINE_PRECISION = "training.bf16=auto"
+# The quick start's settings before it took the laptop preset's (issue 15), kept so that the
+# runs measured then can be repeated: the paper's search, targets, gate and resignation.
+PUCT_QUICKSTART = (
+    "search.algorithm=puct",
+    "network.aux_heads=false",
+    "selfplay.games=192",
+    "selfplay.v_resign=-0.9",
+    "selfplay.full_search_fraction=1.0",
+    "training.steps=250",
+    "training.checkpoint_every=250",
+    "training.value_target_mix=0.0",
+    "evaluation.gating=true",
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A config of the benchmark: a config file, overrides, and where its settings come from."""
+
+    file: str
+    overrides: tuple[str, ...]
+    source: str
+
+
+CONFIGS = {
+    "paper": Entry(
+        "configs/9x9.yaml",
+        (
+            *MACHINE,
+            "network.blocks=4",
+            "network.filters=32",
+            "network.value_hidden=64",
+            "selfplay.games=192",
+            "pipeline.iterations=1000",
+        ),
+        "Silver et al. 2017 (Methods) via configs/9x9.yaml; quick-start network, 192 games",
+    ),
+    "default": Entry(
+        "configs/quickstart.yaml",
+        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION),
+        "configs/quickstart.yaml (the current default: the laptop preset's settings)",
+    ),
+    "puct": Entry(
+        "configs/quickstart.yaml",
+        (*MACHINE, "pipeline.iterations=1000", *PUCT_QUICKSTART),
+        "the quick start before issue 15 (the `default` of the tables measured before it took"
+        " the laptop preset's settings): the paper's PUCT search and targets, gated, resigning",
+    ),
+    "gumbel": Entry(
+        "configs/quickstart.yaml",
+        (
+            *MACHINE,
+            "pipeline.iterations=1000",
+            *PUCT_QUICKSTART,
+            "search.algorithm=gumbel",
+            "evaluation.gating=false",
+        ),  # fmt: skip
+        "puct with the Gumbel search (Danihelka et al. 2022) and no gating (Silver et al. 2018;"
+        " KataGo)",
+    ),
+    "aux": Entry(
+        "configs/quickstart.yaml",
+        (*MACHINE, "pipeline.iterations=1000", *PUCT_QUICKSTART, "network.aux_heads=true"),
+        "puct with KataGo's ownership and score heads (Wu 2019)",
+    ),
+    "laptop": Entry(
+        "configs/9x9-laptop.yaml",
+        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION),
+        "configs/9x9-laptop.yaml: Gumbel search, playout caps, ownership and score heads, z"
+        " mixed with the root value, no resignation, no gating, bf16 where native",
+    ),
+}
