@@ -23,9 +23,9 @@ ladder and head-to-head game with the GnuGo levels held at the offsets `bench/la
 measured (`tabula.ladder.GNUGO_ELO_9X9`; GnuGo level 1 = 0), so figures of different runs and
 budgets share one scale.
 
-Configs (``bench/strength_configs.py``, each with its source): ``paper``, the paper's search and training settings
-on 9x9 (``configs/9x9.yaml``) with the quick start's network and 192 games an iteration (the
-earlier quick start's), fitted to two cores;
+Configs (``bench/strength_configs.py``, each with its source): ``paper``, the paper's search and
+training settings on 9x9 (``configs/9x9.yaml``) with the quick start's network and 192 games an
+iteration (the earlier quick start's), fitted to two cores;
 ``default``, the quick start (since issue 15 the laptop preset's settings); ``puct``, the quick
 start before that (the ``default`` of the runs measured then); ``gumbel``, puct with issue 15's
 Gumbel search and no gating; ``aux``, puct with the ownership and score heads; ``laptop``,
@@ -36,7 +36,10 @@ Everything is kept under ``--workdir`` (default ``bench/results/strength/BUDGET`
 benchmark resumes with ``--resume`` where it stopped (the runs are tabula runs, which resume
 themselves; finished ladder games are kept); a config whose run fails is reported as failed and
 the others still run. Prints the tables, writes JSON and the learning curve (Elo against
-CPU-hours, one line per config) as PNG.
+CPU-hours, one line per config) as PNG. Last, per config, the line of Elo against log2 of the
+core-hours through the checkpoints that both won and lost against GnuGo, extended to issue 15's
+moonshot (a day on two cores, 48 core-hours; `bench.strength_report.extrapolate`). A
+``--resume`` of a finished benchmark plays nothing and writes the tables, JSON and figure again.
 """
 
 from __future__ import annotations
@@ -57,7 +60,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.ladder import side_summary  # noqa: E402
 from bench.strength_configs import CONFIGS, Entry  # noqa: E402
-from bench.strength_report import LEVELS, add_elo, pairs_table, plot, table  # noqa: E402
+from bench.strength_report import (  # noqa: E402
+    LEVELS,
+    add_elo,
+    extrapolate,
+    extrapolation_line,
+    pairs_table,
+    plot,
+    table,
+)
 from model.files import write_json  # noqa: E402
 from tabula.config import Config, load_config  # noqa: E402
 from tabula.errors import TabulaError, first_line  # noqa: E402
@@ -310,9 +321,13 @@ def main() -> None:
             rows.append(rate_config(name, work, state, args, play=False))
     pairs = head_to_head(rows, workdir, args) if args.h2h_games else []
     anchors = add_elo(rows, pairs, workdir)
+    for row in rows:
+        row["extrapolation"] = extrapolate(row, anchors)
     console.print(table(rows, args.budget, args.simulations))
     if pairs:
         console.print(pairs_table(pairs, args.simulations))
+    for row in rows:
+        console.print(extrapolation_line(row["config"], row["extrapolation"]))
     console.print(f"wall time of the benchmark: {(time.monotonic() - started) / 60:.0f} min")
     payload = {
         "budget": args.budget,

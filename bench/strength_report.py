@@ -3,9 +3,11 @@ that script builds them: one row per config, one pair per head-to-head match of 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.table import Table
 
 from tabula.elo import fit_ratings
@@ -14,6 +16,8 @@ from tasks.cputime import CORE_HOUR
 from tasks.ratings import load_results, results_from_rows
 
 LEVELS = (1, 5, 10)  # the GnuGo levels of the ladder
+#: Issue 15's moonshot: a day on two cores wins 90% against GnuGo level 10.
+MOONSHOT_CORE_HOURS, MOONSHOT_LEVEL, MOONSHOT_SCORE = 48.0, 10, 0.9
 
 
 def add_elo(
@@ -34,6 +38,66 @@ def add_elo(
         a, b = (fit.get(p) for p in pair["players"])
         pair["elo_gap"] = None if a is None or b is None else a.elo - b.elo
     return anchors
+
+
+def extrapolate(
+    row: dict[str, Any], anchors: dict[str, float], core_hours: float = MOONSHOT_CORE_HOURS
+) -> dict[str, Any]:
+    """Elo against log2(core-hours), a weighted least-squares line through the run's rated
+    checkpoints that both won and lost against GnuGo (a checkpoint that only lost has the fit's
+    prior for an Elo, not a measurement), each weighted by its 95% interval; its Elo per
+    doubling of compute and what it gives at ``core_hours``, with 95% intervals from the
+    points' own errors, beside the Elo the moonshot needs (``MOONSHOT_SCORE`` against GnuGo
+    level ``MOONSHOT_LEVEL``). A straight line in log compute is the optimistic reading: the
+    curves of AlphaGo Zero and KataGo bend down as they go (``fitted`` says how many points
+    carry it; fewer than two give no line)."""
+    target = anchors[f"gnugo-l{MOONSHOT_LEVEL}"] + 400.0 * math.log10(
+        MOONSHOT_SCORE / (1.0 - MOONSHOT_SCORE)
+    )
+    points = [
+        (math.log2(p["cpu_s"] / CORE_HOUR), p["elo"])
+        for p in row["checkpoints"].values()
+        if p["cpu_s"] > 0 and p["elo"] and any(_won_and_lost(m) for m in p["matches"])
+    ]
+    out: dict[str, Any] = {"core_hours": core_hours, "target_elo": target, "fitted": len(points)}
+    if len({x for x, _ in points}) < 2:
+        return out
+    x = np.array([[1.0, px] for px, _ in points])
+    y = np.array([e["elo"] for _, e in points])
+    w = np.array([(3.92 / max(e["high"] - e["low"], 1e-9)) ** 2 for _, e in points])  # 1 / sd^2
+    cov = np.linalg.inv(x.T @ (w[:, None] * x))
+    a, b = cov @ (x.T @ (w * y))
+    at = np.array([1.0, math.log2(core_hours)])
+    elo, se = float(at @ (a, b)), float(math.sqrt(at @ cov @ at))
+    slope_se = float(math.sqrt(cov[1, 1]))
+    out.update(
+        elo_per_doubling=float(b),
+        elo_per_doubling_interval=[float(b) - 1.96 * slope_se, float(b) + 1.96 * slope_se],
+        elo=elo,
+        interval=[elo - 1.96 * se, elo + 1.96 * se],
+        core_hours_to_target=float(2.0 ** ((target - a) / b)) if b > 0 else None,
+    )
+    return out
+
+
+def _won_and_lost(match: dict[str, Any]) -> bool:
+    return 0.0 < (match["win_rate"] or 0.0) < 1.0
+
+
+def extrapolation_line(name: str, e: dict[str, Any]) -> str:
+    """One printed line of `extrapolate`'s result."""
+    head = (f"{name}: the moonshot ({MOONSHOT_SCORE:.0%} against GnuGo level {MOONSHOT_LEVEL})"
+            f" needs Elo {e['target_elo']:+.0f}")  # fmt: skip
+    if "elo" not in e:
+        return f"{head}; {e['fitted']} checkpoint(s) with a win and a loss: no line to extend yet"
+    (low, high), (elo_low, elo_high) = e["elo_per_doubling_interval"], e["interval"]
+    reach = e["core_hours_to_target"]
+    return (
+        f"{head}; {e['elo_per_doubling']:+.0f} Elo per doubling of compute [{low:+.0f}, "
+        f"{high:+.0f}] over {e['fitted']} checkpoints gives {e['elo']:+.0f} [{elo_low:+.0f}, "
+        f"{elo_high:+.0f}] at {e['core_hours']:g} core-hours"
+        + (f"; the line reaches the target at {reach:,.0f} core-hours" if reach else "")
+    )
 
 
 def _pct(m: dict[str, Any]) -> str:
