@@ -205,8 +205,10 @@ def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Pa
 
 
 #: What a resume may change: how far the run goes and where its work runs, never what it
-#: computes (the Dask scheduler and the Prefect API may move between restarts of a run).
-RESUME_MAY_CHANGE = ("iterations", "dask_address", "prefect_api_url")
+#: computes (the Dask scheduler and the Prefect API may move between restarts of a run), and the
+#: format its config was written in (which only says how the fields a file leaves out read; the
+#: values read are compared).
+RESUME_MAY_CHANGE = ("iterations", "dask_address", "prefect_api_url", "config_version")
 
 
 def freeze_config(cfg: Config, layout: RunLayout) -> str:

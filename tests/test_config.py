@@ -388,6 +388,7 @@ def test_a_config_written_in_full_before_a_switch_existed_loads_as_it_ran() -> N
                 ("training", "value_target_mix"): 0.0, ("evaluation", "gating"): True}  # fmt: skip
     for section, field in switches:
         del data[section][field]
+    del data["pipeline"]["config_version"]  # written before files said their format
     frozen = parse_config(yaml.safe_dump(data), source="old/params.yaml")
     assert {k: getattr(getattr(frozen, k[0]), k[1]) for k in switches} == switches
     today = load_config(None)
@@ -399,3 +400,27 @@ def test_a_config_written_in_full_before_a_switch_existed_loads_as_it_ran() -> N
     }  # fmt: skip
     partial = parse_config("search:\n  simulations: 32\nnetwork:\n  blocks: 2\n")
     assert partial.search.algorithm == "gumbel" and partial.network.aux_heads
+    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 2
+    assert parse_config(dump_config(frozen)) == frozen  # the dump says format 1
+
+
+def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() -> None:
+    """Every dump and preset says ``pipeline.config_version``: a copy of a preset with a switch
+    deleted gets today's default; a file that says format 1 gets what format 1 ran with; a
+    format from a newer tabula is refused with one line."""
+    data = yaml.safe_load(dump_config(load_config(None)))
+    assert data["pipeline"]["config_version"] == 2
+    del data["search"]["algorithm"], data["evaluation"]["gating"]
+    today = parse_config(yaml.safe_dump(data))
+    assert today.search.algorithm == "gumbel" and today.evaluation.gating is False
+    old = parse_config("pipeline:\n  config_version: 1\nsearch:\n  simulations: 32\n")
+    assert old.search.algorithm == "puct" and old.network.aux_heads is False
+    assert old.search.simulations == 32 and old.pipeline.config_version == 1
+    for path in PRESETS:
+        assert load_config(path).pipeline.config_version == 2, path.name
+    with pytest.raises(ConfigError) as e:
+        parse_config("pipeline:\n  config_version: 3\n", source="new.yaml")
+    assert str(e.value) == (
+        "new.yaml: pipeline.config_version: written by a newer tabula: this one reads formats "
+        "up to 2 (got 3)"
+    )

@@ -6,6 +6,11 @@ default changes, such a file must still mean what it ran with. Each rule here ta
 mapping of one section (or of the whole config) before validation and returns it with what the
 old file meant spelled out; `tabula.config.models` applies them. Nothing else of the package is
 imported.
+
+Every config this version writes says its format (``pipeline.config_version``, `CONFIG_VERSION`),
+so a field it leaves out reads as that format's default. A file without the marker is either one
+written before the marker existed in full (format 1: a frozen run's params.yaml, a copy of a
+preset of that time) or a user's partial file (today's format).
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ ALWAYS_WRITTEN = {
     "evaluation": ("gating_games", "gating_threshold", "simulations"),
     "pipeline": ("name", "iterations", "seed"),
 }
-#: Fields added after the first runs were frozen whose default is not what a run frozen before
-#: the field existed ran with, and that value: the search's early passes and own-eye fills
-#: (allowed until these switches came, off by default since), and the switches whose defaults
-#: changed when the quick start took the laptop preset's settings (issue 15).
+#: The format of the configs this version writes (``pipeline.config_version``): 2 since the quick
+#: start took the laptop preset's settings (issue 15); 1 before, when no file said its format.
+CONFIG_VERSION = 2
+#: Fields whose format-1 reading is not today's default, and that reading: the search's early
+#: passes and own-eye fills (allowed until these switches came, off by default since), and the
+#: switches whose defaults changed when the quick start took the laptop preset's settings.
 RAN_BEFORE = {
     ("search", "early_pass"): True,
     ("search", "fill_own_eyes"): True,
@@ -39,22 +46,32 @@ RAN_BEFORE = {
 
 
 def switches_as_they_ran(data: Any) -> Any:
-    """A whole config written in full before a field of ``RAN_BEFORE`` existed (every run frozen
-    then, or a copy of a preset of that time) gets the value it ran with, not today's default;
-    a partial config (a user's file of a few fields) gets today's defaults. So a config file
-    that spells out every section leaves none of these fields to the default: it names them."""
+    """A whole config of format 1 (``pipeline.config_version: 1``, or no marker and written in
+    full: every run frozen before the marker, or a copy of a preset of that time) gets the value
+    each field of ``RAN_BEFORE`` ran with where it leaves the field out, not today's default, and
+    says format 1. A partial config without the marker (a user's file of a few fields) and any
+    file of today's format get today's defaults."""
     if not isinstance(data, dict):
         return data
-    written_in_full = all(
+    pipeline = data.get("pipeline")
+    version = pipeline.get("config_version") if isinstance(pipeline, dict) else None
+    if version is None and _written_in_full(data):
+        version = 1
+    if version != 1:  # today's format, or a bad marker that validation reports
+        return data
+    sections = {name for name, _ in RAN_BEFORE} | {"pipeline"}
+    data = {**data, **{name: dict(data.get(name) or {}) for name in sections}}
+    for (name, field), value in RAN_BEFORE.items():
+        data[name].setdefault(field, value)
+    data["pipeline"]["config_version"] = 1
+    return data
+
+
+def _written_in_full(data: dict) -> bool:
+    return all(
         isinstance(data.get(name), dict) and all(field in data[name] for field in fields)
         for name, fields in ALWAYS_WRITTEN.items()
     )
-    if not written_in_full:
-        return data
-    data = {**data, **{name: dict(data[name]) for name in ALWAYS_WRITTEN}}
-    for (name, field), value in RAN_BEFORE.items():
-        data[name].setdefault(field, value)
-    return data
 
 
 def step_boundaries_given(training: Any) -> Any:

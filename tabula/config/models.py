@@ -418,6 +418,21 @@ class PipelineConfig(_Section):
     device: Literal["auto", "cpu", "cuda"] = Field(
         default="auto", description="Torch device; auto = cuda when present, else cpu."
     )
+    config_version: int = Field(
+        default=legacy.CONFIG_VERSION,
+        ge=1,
+        description="The format the config was written in: a field it leaves out reads as that"
+        " format's default (tabula.config.legacy; written by every dump).",
+    )
+
+    @field_validator("config_version")
+    @classmethod
+    def _known_format(cls, version: int) -> int:
+        if version > legacy.CONFIG_VERSION:
+            raise ValueError(
+                f"written by a newer tabula: this one reads formats up to {legacy.CONFIG_VERSION}"
+            )
+        return version
 
     @field_validator("mlflow_tracking_uri")
     @classmethod

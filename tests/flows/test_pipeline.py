@@ -143,3 +143,9 @@ def test_changed_config_on_resume_is_refused(prefect_server, tiny_config, projec
         config_to_flat_dict(tiny_config)
     )
     assert parse_config(layout.params.read_text(), source="f").pipeline.dask_address is None
+    # Frozen before files said their format (format 1), with the same values: resumes.
+    old = "".join(line for line in layout.params.read_text().splitlines(keepends=True)
+                  if "config_version" not in line)  # fmt: skip
+    layout.params.write_text(old)
+    assert parse_config(old, source="old").pipeline.config_version == 1
+    assert freeze_config(tiny_config, layout) == old
