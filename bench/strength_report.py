@@ -48,16 +48,18 @@ def extrapolate(
     prior for an Elo, not a measurement), each weighted by its 95% interval; its Elo per
     doubling of compute and what it gives at ``core_hours``, with 95% intervals from the
     points' own errors, beside the Elo the moonshot needs (``MOONSHOT_SCORE`` against GnuGo
-    level ``MOONSHOT_LEVEL``). A straight line in log compute is the optimistic reading: the
-    curves of AlphaGo Zero and KataGo bend down as they go (``fitted`` says how many points
-    carry it; fewer than two give no line)."""
+    level ``MOONSHOT_LEVEL``), widened when the points scatter about the line more than their
+    errors allow (three or more points). Each point's Elo is the joint fit's, which its prior
+    (two virtual draws) pulls a little toward the mean; a straight line in log compute is the
+    optimistic reading, as the curves of AlphaGo Zero and KataGo bend down as they go
+    (``fitted`` says how many points carry it; fewer than two give no line)."""
     target = anchors[f"gnugo-l{MOONSHOT_LEVEL}"] + 400.0 * math.log10(
         MOONSHOT_SCORE / (1.0 - MOONSHOT_SCORE)
     )
     points = [
         (math.log2(p["cpu_s"] / CORE_HOUR), p["elo"])
         for p in row["checkpoints"].values()
-        if p["cpu_s"] > 0 and p["elo"] and any(_won_and_lost(m) for m in p["matches"])
+        if p["cpu_s"] > 0 and p["elo"] and _won_and_lost(p["matches"])
     ]
     out: dict[str, Any] = {"core_hours": core_hours, "target_elo": target, "fitted": len(points)}
     if len({x for x, _ in points}) < 2:
@@ -67,6 +69,8 @@ def extrapolate(
     w = np.array([(3.92 / max(e["high"] - e["low"], 1e-9)) ** 2 for _, e in points])  # 1 / sd^2
     cov = np.linalg.inv(x.T @ (w[:, None] * x))
     a, b = cov @ (x.T @ (w * y))
+    if len(points) > 2:  # reduced chi-square: scatter beyond the points' errors widens all
+        cov *= max(1.0, float(w @ (y - x @ (a, b)) ** 2) / (len(points) - 2))
     at = np.array([1.0, math.log2(core_hours)])
     elo, se = float(at @ (a, b)), float(math.sqrt(at @ cov @ at))
     slope_se = float(math.sqrt(cov[1, 1]))
@@ -75,13 +79,22 @@ def extrapolate(
         elo_per_doubling_interval=[float(b) - 1.96 * slope_se, float(b) + 1.96 * slope_se],
         elo=elo,
         interval=[elo - 1.96 * se, elo + 1.96 * se],
-        core_hours_to_target=float(2.0 ** ((target - a) / b)) if b > 0 else None,
+        core_hours_to_target=_crossing(float(a), float(b), target),
     )
     return out
 
 
-def _won_and_lost(match: dict[str, Any]) -> bool:
-    return 0.0 < (match["win_rate"] or 0.0) < 1.0
+def _crossing(a: float, b: float, target: float) -> float | None:
+    """Core-hours where the line ``a + b log2(h)`` reaches ``target``: None if it never does
+    (no gain per doubling) or only past 2^40 core-hours."""
+    doublings = (target - a) / b if b > 0 else math.inf
+    return 2.0**doublings if doublings <= 40 else None
+
+
+def _won_and_lost(matches: list[dict[str, Any]]) -> bool:
+    """A game won and a game lost among the checkpoint's matches: its Elo is measured."""
+    rates = [m["win_rate"] for m in matches if m["win_rate"] is not None]
+    return any(r > 0.0 for r in rates) and any(r < 1.0 for r in rates)
 
 
 def extrapolation_line(name: str, e: dict[str, Any]) -> str:
@@ -92,11 +105,16 @@ def extrapolation_line(name: str, e: dict[str, Any]) -> str:
         return f"{head}; {e['fitted']} checkpoint(s) with a win and a loss: no line to extend yet"
     (low, high), (elo_low, elo_high) = e["elo_per_doubling_interval"], e["interval"]
     reach = e["core_hours_to_target"]
+    if low <= 0:
+        tail = "; its interval includes no gain at all"
+    elif reach is None:
+        tail = "; the line does not reach the target"
+    else:
+        tail = f"; the line reaches the target at {reach:,.0f} core-hours"
     return (
         f"{head}; {e['elo_per_doubling']:+.0f} Elo per doubling of compute [{low:+.0f}, "
         f"{high:+.0f}] over {e['fitted']} checkpoints gives {e['elo']:+.0f} [{elo_low:+.0f}, "
-        f"{elo_high:+.0f}] at {e['core_hours']:g} core-hours"
-        + (f"; the line reaches the target at {reach:,.0f} core-hours" if reach else "")
+        f"{elo_high:+.0f}] at {e['core_hours']:g} core-hours{tail}"
     )
 
 

@@ -418,9 +418,18 @@ def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() ->
     assert old.search.simulations == 32 and old.pipeline.config_version == 1
     for path in PRESETS:
         assert load_config(path).pipeline.config_version == 2, path.name
-    with pytest.raises(ConfigError) as e:
-        parse_config("pipeline:\n  config_version: 3\n", source="new.yaml")
-    assert str(e.value) == (
-        "new.yaml: pipeline.config_version: written by a newer tabula: this one reads formats "
-        "up to 2 (got 3)"
-    )
+    newer = "new.yaml: pipeline.config_version: written by a newer tabula: this one reads formats "
+    for text in ("pipeline:\n  config_version: 3\n",
+                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 3\n"):  # fmt: skip
+        with pytest.raises(ConfigError) as e:
+            parse_config(text, source="new.yaml")
+        assert str(e.value) == newer + "up to 2 (got 3)"
+    for text, key in [
+        ("pipeline:\n  config_version: true\n", "pipeline.config_version"),
+        ("pipeline:\n  config_version: 1.0\n", "pipeline.config_version"),
+        ("pipeline:\n  config_version: 1\nsearch: 5\n", "search"),
+        ("pipeline:\n  config_version: 1\nsearch:\n", "search"),
+    ]:
+        with pytest.raises(ConfigError, match=f"^bad.yaml: {key}: ") as e:
+            parse_config(text, source="bad.yaml")
+        assert "\n" not in str(e.value)

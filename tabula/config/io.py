@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from tabula.config import legacy
 from tabula.config.models import Config
 from tabula.errors import TabulaError
 
@@ -227,6 +228,12 @@ def _validate(data: Any, label: str, overrides: Sequence[str]) -> Config:
         got = "an empty file" if data is None else f"a {type(data).__name__}"
         raise ConfigError(
             f"{label}: top level must be a mapping of sections ({_allowed(Config)}), got {got}"
+        )
+    newer = legacy.newer_format(data)
+    if newer is not None:  # its fields are not ours to know: say why before any of them
+        raise ConfigError(
+            f"{label}: pipeline.config_version: written by a newer tabula: this one reads "
+            f"formats up to {legacy.CONFIG_VERSION} (got {newer})"
         )
     try:
         return Config.model_validate(data)

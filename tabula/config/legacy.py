@@ -54,17 +54,33 @@ def switches_as_they_ran(data: Any) -> Any:
     if not isinstance(data, dict):
         return data
     pipeline = data.get("pipeline")
-    version = pipeline.get("config_version") if isinstance(pipeline, dict) else None
-    if version is None and _written_in_full(data):
-        version = 1
-    if version != 1:  # today's format, or a bad marker that validation reports
+    marked = isinstance(pipeline, dict) and "config_version" in pipeline
+    if marked:
+        version = pipeline["config_version"]
+        if type(version) is not int or version != 1:  # today's, or bad: validation says which
+            return data
+    elif not _written_in_full(data):
         return data
-    sections = {name for name, _ in RAN_BEFORE} | {"pipeline"}
-    data = {**data, **{name: dict(data.get(name) or {}) for name in sections}}
+    data = dict(data)
+    for name in {name for name, _ in RAN_BEFORE} | {"pipeline"}:
+        if name not in data:
+            data[name] = {}
+        if isinstance(data[name], dict):  # anything else is left for validation to report
+            data[name] = dict(data[name])
     for (name, field), value in RAN_BEFORE.items():
-        data[name].setdefault(field, value)
-    data["pipeline"]["config_version"] = 1
+        if isinstance(data[name], dict):
+            data[name].setdefault(field, value)
+    if isinstance(data["pipeline"], dict):
+        data["pipeline"]["config_version"] = 1
     return data
+
+
+def newer_format(data: Any) -> int | None:
+    """The format a config says it is written in when that is newer than `CONFIG_VERSION` (so
+    it is refused as such before its unknown fields are), else None."""
+    pipeline = data.get("pipeline") if isinstance(data, dict) else None
+    version = pipeline.get("config_version") if isinstance(pipeline, dict) else None
+    return version if type(version) is int and version > CONFIG_VERSION else None
 
 
 def _written_in_full(data: dict) -> bool:

@@ -38,7 +38,8 @@ def test_a_line_through_two_measured_points_and_none_through_prior_only_ones():
     # Each point's sd is 50 (95% half-width 98): the slope's sd is 50 * sqrt(2) / 2.
     low, high = e["elo_per_doubling_interval"]
     assert high - low == pytest.approx(2 * 1.96 * 50.0 * math.sqrt(2) / 2, rel=1e-6)
-    assert e["interval"][0] < 200.0 < e["interval"][1]
+    # At log2(16) = 4 the line's variance is 50^2 (1 - 2 * 4 / 2 + 4^2 / 2) = 12,500.
+    assert e["interval"] == pytest.approx([200.0 - 1.96 * 12500**0.5, 200.0 + 1.96 * 12500**0.5])
     assert e["core_hours_to_target"] == pytest.approx(2.0 ** ((e["target_elo"] + 400.0) / 150.0))
     assert "+150 Elo per doubling" in extrapolation_line("laptop", e)
 
@@ -61,3 +62,30 @@ def test_no_line_from_fewer_than_two_measured_points():
     e = extrapolate(row, ANCHORS)
     assert e["fitted"] == 1 and "elo" not in e
     assert "no line to extend yet" in extrapolation_line("laptop", e)
+
+
+def test_a_champion_that_wins_one_level_and_loses_the_next_counts():
+    champion = _point(4.0, 80.0, 98.0, 1.0)
+    champion["matches"].append({"level": 5, "win_rate": 0.0})
+    row = {"checkpoints": {"10": _point(1.0, -400.0, 98.0, 0.05), "40": champion}}
+    assert extrapolate(row, ANCHORS)["fitted"] == 2
+
+
+def test_scatter_beyond_the_errors_widens_the_interval():
+    on_line = {str(h): _point(h, 100.0 * math.log2(h), 98.0, 0.3) for h in (1, 2, 4)}
+    scattered = {**on_line, "2": _point(2.0, 300.0, 98.0, 0.3)}
+    tight, wide = (extrapolate({"checkpoints": c}, ANCHORS) for c in (on_line, scattered))
+    width = [e["elo_per_doubling_interval"][1] - e["elo_per_doubling_interval"][0]
+             for e in (tight, wide)]  # fmt: skip
+    assert tight["elo_per_doubling"] == pytest.approx(100.0)
+    assert width[1] > 2 * width[0]
+
+
+@pytest.mark.parametrize("gain", [-50.0, 0.0, 0.01])
+def test_no_crossing_without_a_real_gain(gain: float):
+    row = {"checkpoints": {"1": _point(1.0, -400.0, 98.0, 0.05),
+                           "4": _point(4.0, -400.0 + 2 * gain, 98.0, 0.1)}}  # fmt: skip
+    e = extrapolate(row, ANCHORS)
+    assert e["elo_per_doubling"] == pytest.approx(gain, abs=1e-6)
+    assert e["core_hours_to_target"] is None
+    assert extrapolation_line("x", e).endswith("its interval includes no gain at all")
