@@ -22,9 +22,15 @@ from tabula.plan import derive_seed
 from tasks import record, stages, tracking, versioning
 from tasks.layout import RunLayout, RunLock
 from tasks.lineage import freeze_config, write_init_stage
-from tasks.records import EvaluationRecord, Stage
+from tasks.records import (
+    EvaluationRecord,
+    PromotionRecord,
+    SelfplayRecord,
+    Stage,
+    TrainRecord,
+)
 from tasks.resume import champion, finished
-from tasks.summary import SummaryRow, with_final_ratings
+from tasks.summary import SummaryRow, summary_row, with_final_ratings
 from tasks.versioning import code_commit, ensure_repo
 
 SOURCE_DIR = Path(__file__).resolve().parents[1]
@@ -65,7 +71,7 @@ def pipeline(
     one = iteration.with_options(task_runner=runner)
     try:
         rows = [
-            one(config_yaml, project, run, i, parent, tags, iterations)
+            closed_row(layout, i) or one(config_yaml, project, run, i, parent, tags, iterations)
             for i in range(1, iterations + 1)
         ]
     except BaseException as error:  # the parent run ends FAILED, or KILLED on an interrupt
@@ -74,6 +80,28 @@ def pipeline(
     record.finish(cfg, layout, parent)
     final = finished(layout, iterations, Stage.EVALUATE, EvaluationRecord)
     return with_final_ratings(rows, () if final is None else final.ratings, layout)
+
+
+def closed_row(layout: RunLayout, i: int) -> SummaryRow | None:
+    """Iteration i's summary row from its records if its flow ran to the end before, else None.
+
+    Iterations run one after another, and the next one's flow writes its stage file first: so
+    when iteration i + 1 has one, iteration i's flow returned (its lineage commit, summary and
+    MLflow run closed), and a resume need not run it again. Running it again would find every
+    stage finished, but its flow run, MLflow run, reports and git commit cost about a CPU-second
+    each time, for every finished iteration of every resume (`bench/strength.py` resumes once
+    an iteration). The last finished iteration still runs, so a kill between its stages' ends
+    and its flow's end is mended by the resume.
+    """
+    if not layout.stage_file(i + 1).exists():
+        return None
+    selfplay = finished(layout, i, Stage.SELFPLAY, SelfplayRecord)
+    train = finished(layout, i, Stage.TRAIN, TrainRecord)
+    evaluation = finished(layout, i, Stage.EVALUATE, EvaluationRecord)
+    promotion = finished(layout, i, Stage.PROMOTE, PromotionRecord)
+    if selfplay is None or train is None or evaluation is None or promotion is None:
+        return None
+    return summary_row(i, selfplay, train, evaluation, promotion)
 
 
 def run_pipeline(

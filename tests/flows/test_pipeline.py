@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from flows.pipeline import run_pipeline
+from flows.pipeline import closed_row, run_pipeline
 from tabula.config import config_to_flat_dict, parse_config
 from tasks import tracking, versioning
 from tasks.layout import RunLayout, RunLock, RunLockedError
@@ -92,14 +93,32 @@ def test_two_iterations_leave_everything_traceable(two_iterations):
     assert f"{layout.run}-iter-0002" in keys
 
 
+def _flow_runs(name: str) -> int:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+
+    only = FlowRunFilter(name=FlowRunFilterName(any_=[name]))
+    with get_client(sync_client=True) as prefect:
+        return len(prefect.read_flow_runs(flow_run_filter=only))
+
+
 def test_rerun_finds_finished_work(two_iterations):
     cfg, project, rows = two_iterations
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
     before = {p: p.stat().st_mtime_ns for p in layout.root.rglob("*.parquet")}
+    flows = [_flow_runs(f"{layout.run}-iter-{i}") for i in (1, 2)]
     again = run_pipeline(cfg, project, iterations=2)
-    assert [r.positions for r in again] == [r.positions for r in rows]
+    assert [repr(r) for r in again] == [repr(r) for r in rows]  # (repr: nan == nan)
     after = {p: p.stat().st_mtime_ns for p in layout.root.rglob("*.parquet")}
     assert before == after  # nothing recomputed
+    # Iteration 1 is closed (iteration 2 began after its flow ended): its row comes from its
+    # records, with no flow run this time; iteration 2, the last, ran its flow again.
+    closed = closed_row(layout, 1)
+    assert closed is not None
+    elo = {"elo": rows[0].elo, "elo_low": rows[0].elo_low, "elo_high": rows[0].elo_high}
+    assert repr(replace(closed, **elo)) == repr(rows[0])
+    assert closed_row(layout, 2) is None
+    assert [_flow_runs(f"{layout.run}-iter-{i}") for i in (1, 2)] == [flows[0], flows[1] + 1]
 
 
 def test_second_pipeline_on_the_same_run_is_refused(tiny_config, project):
