@@ -38,8 +38,8 @@ from tabula.elo import fit_ratings  # noqa: E402
 from tabula.gating import win_rate_interval  # noqa: E402
 from tabula.ladder import gnugo_spec  # noqa: E402
 from tabula.openings import match_openings  # noqa: E402
-from tasks.match import GameRecord, run_match  # noqa: E402
-from tasks.ratings import load_results, results_from_rows  # noqa: E402
+from tasks.evaluate import PlayedGame, run_match
+from tasks.run.results import load_results, results_from_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,7 @@ def play_pair(low: int, high: int, games: int, args: argparse.Namespace, console
     started = time.monotonic()
     console.print(f"gnugo-l{high} vs gnugo-l{low}: games {done}..{games - 1}")
 
-    def show(record: GameRecord) -> None:
+    def show(record: PlayedGame) -> None:
         if args.verbose:
             o = record.outcome
             console.print(f"  game {o.index}: {o.reason} {o.score}", highlight=False)

@@ -31,7 +31,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model.evaluator import Evaluator  # noqa: E402
-from model.network import fold_batch_norm, make_network  # noqa: E402
+from model.network import fold_batch_norm, make_network
 from tabula.features import NUM_PLANES  # noqa: E402
 
 SHAPES = [  # (name, N, blocks, filters, batch)

@@ -47,7 +47,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model.evaluator import Evaluator  # noqa: E402
-from model.network import network_for  # noqa: E402
+from model.network import network_for
 from tabula.config import Config, load_config  # noqa: E402
 from tabula.features import NUM_PLANES  # noqa: E402
 from tabula.mcts import BatchedMCTS, SearchParams  # noqa: E402

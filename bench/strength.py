@@ -6,7 +6,7 @@ Usage: ``python bench/strength.py [--budget quick|1ch|4ch|HOURS] [--configs pape
 
 For each config in turn (issue 14): a stand-in user repository, then ``tabula run`` one iteration
 at a time until the run has spent the budget, counted in CPU-seconds (user + system of the
-run and every process it starts, `tasks.cputime`; an iteration that starts is finished, so a
+run and every process it starts, `tasks.run.cputime`; an iteration that starts is finished, so a
 run spends up to one iteration more than its budget, and the table says how much). Then each
 config's champion plays ``--games`` games against GnuGo level 1, and against the next level up
 while it wins more than half; ``--points`` checkpoints of the run (evenly spaced, the last one
@@ -74,12 +74,12 @@ from tabula.config import Config, load_config  # noqa: E402
 from tabula.errors import TabulaError, first_line  # noqa: E402
 from tabula.ladder import gnugo_spec  # noqa: E402
 from tabula.openings import match_openings  # noqa: E402
-from tasks.cputime import CORE_HOUR, run_measured  # noqa: E402
-from tasks.layout import RunLayout  # noqa: E402
-from tasks.match import run_match  # noqa: E402
-from tasks.ratings import load_results  # noqa: E402
-from tasks.records import SelfplayRecord, Stage  # noqa: E402
-from tasks.resume import champion, finished  # noqa: E402
+from tasks.evaluate import run_match
+from tasks.run.cputime import CORE_HOUR, run_measured
+from tasks.run.layout import RunLayout
+from tasks.run.markers import champion, finished
+from tasks.run.records import SelfplayRecord, Stage
+from tasks.run.results import load_results
 from tests.repos import make_user_repo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,8 +12,8 @@ from rich.table import Table
 
 from tabula.elo import fit_ratings
 from tabula.ladder import fixed_elos
-from tasks.cputime import CORE_HOUR
-from tasks.ratings import load_results, results_from_rows
+from tasks.run.cputime import CORE_HOUR
+from tasks.run.results import load_results, results_from_rows
 
 LEVELS = (1, 5, 10)  # the GnuGo levels of the ladder
 #: Issue 15's moonshot: a day on two cores wins 90% against GnuGo level 10.

@@ -42,10 +42,10 @@ from torch.utils.data import DataLoader
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model.datamodule import ShardDataModule, synthetic_records  # noqa: E402
-from model.network import PolicyValueNet  # noqa: E402
+from model.network import PolicyValueNet
 from model.shards import write_shard  # noqa: E402
 from model.system import AlphaZeroSystem, alphago_zero_loss, lr_at  # noqa: E402
-from tasks.train import LOG_EVERY_N_STEPS  # noqa: E402
+from tasks.train import LOG_EVERY_N_STEPS
 
 N, BLOCKS, FILTERS, HIDDEN = 9, 4, 32, 256
 SCHEDULE = ([570, 860], [1e-2, 1e-3, 1e-4])  # the quick-start preset

@@ -163,14 +163,14 @@ def init_model(
     set_: SetOpt = None,
 ) -> None:
     """Write a randomly initialised network (iteration 0 of a run)."""
-    from model.network import network_for, save_checkpoint
+    from model.checkpoint import CheckpointLineage, save_checkpoint
+    from model.network import network_for
     from tasks.lineage import init_metadata
 
     cfg = _config(config, set_)
     net = network_for(cfg, seed)
-    meta = init_metadata(run, seed) if run else {"model_id": out.stem, "seed": seed,
-                                                 "global_step": 0}  # fmt: skip
-    save_checkpoint(out, net, meta)
+    lineage = init_metadata(run, seed) if run else CheckpointLineage(out.stem, seed, 0)
+    save_checkpoint(out, net, lineage)
     typer.echo(f"wrote {out}")
 
 
@@ -190,7 +190,7 @@ def match(
 ) -> None:
     """Play a match; print the result table and append the games to the results store."""
     from cli.report import match_table
-    from tasks.match import run_match
+    from tasks.evaluate import run_match
 
     cfg = _config(config, set_)
     store = store or _project() / cfg.pipeline.data_dir / cfg.pipeline.name / "results"
@@ -209,7 +209,7 @@ def gate(
     set_: SetOpt = None,
 ) -> None:
     """Gate a candidate against the best: promoted or not, with the evidence."""
-    from tasks.match import run_gate
+    from tasks.evaluate import run_gate
 
     cfg = _config(config, set_)
     decision = run_gate(candidate, best, cfg, out, seed=seed)
@@ -233,7 +233,7 @@ def elo(
 ) -> None:
     """Print Elo ratings with 95% intervals over every recorded game."""
     from cli.report import elo_table
-    from tasks.ratings import ratings_table
+    from tasks.run.results import ratings_table
 
     cfg = _config(config, set_)
     store = store or _project() / cfg.pipeline.data_dir / cfg.pipeline.name / "results"
@@ -274,7 +274,7 @@ def run(
     cfg = _config(config, overrides)  # before importing Prefect: a bad config fails at once
     from cli.report import print_summary, stage_progress
     from flows.pipeline import run_pipeline
-    from tasks.progress import showing
+    from tasks.watch import showing
 
     _one_line_console_errors()
     _interrupt_on_sigterm()

@@ -1,5 +1,5 @@
 """What a person sees of a run (the `tabula` console): closing and status tables, match and
-Elo tables, and the progress bars of the long stages (the display `tasks.progress` reports to)."""
+Elo tables, and the progress bars of the long stages (the display `tasks.watch` reports to)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from rich.table import Table
 from tabula.config import Config
 from tabula.errors import UsageError
 from tabula.ladder import elo_scale, fixed_elos
-from tasks.layout import RunLayout
+from tasks.run.layout import RunLayout
 
 if TYPE_CHECKING:  # the records import torch and Lightning: only the commands that read them
-    from tasks.summary import SummaryRow
+    from tasks.run.summary import SummaryRow
 
 
 def _elo(row: SummaryRow) -> str:
@@ -75,8 +75,8 @@ def skipped_notes(rows: list[SummaryRow]) -> list[str]:
 
 def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
     from cli.ui import ui_command
-    from tasks.records import EvaluationRecord, Stage
-    from tasks.resume import champion, finished
+    from tasks.run.markers import champion, finished
+    from tasks.run.records import EvaluationRecord, Stage
 
     console = Console()
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
@@ -104,8 +104,8 @@ def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
 
 
 def print_status(cfg: Config, project: Path, run: str) -> None:
-    from tasks.records import ITERATION_STAGES, EvaluationRecord, Stage
-    from tasks.resume import champion, finished
+    from tasks.run.markers import champion, finished
+    from tasks.run.records import ITERATION_STAGES, EvaluationRecord, Stage
 
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, run)
     if not layout.root.exists():
@@ -214,7 +214,7 @@ def selfplay_progress(total: int) -> Iterator[Callable[[Any], None]]:
 @contextmanager
 def stage_progress() -> Iterator[Callable[[str, int, int], None]]:
     """Rich progress bars for the pipeline's long stages, one per label as reports arrive
-    (``tasks.progress``): self-play games per worker, training steps, match games."""
+    (``tasks.watch``): self-play games per worker, training steps, match games."""
     columns = [
         TextColumn("{task.description:<32}"),
         BarColumn(),

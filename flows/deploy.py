@@ -22,9 +22,9 @@ from pydantic import Field
 from flows.pipeline import run_pipeline
 from tabula.config import load_config
 from tabula.config.models import NAME_PATTERN
-from tasks.layout import RunLayout
-from tasks.resume import finished_iterations
-from tasks.summary import SummaryRow
+from tasks.run.layout import RunLayout
+from tasks.run.markers import finished_iterations
+from tasks.run.summary import SummaryRow
 
 
 @flow(name="tabula-scheduled-pipeline", log_prints=True, validate_parameters=True)

@@ -1,9 +1,9 @@
 """One iteration of AlphaGo Zero: self-play → dataset → training → gating → promotion.
 
-Control flow only: every side effect is a task in ``tasks/``. Each stage is resumable
-(``tasks.resume``): it returns the record its marker ``state/STAGE.json`` holds when it
-finished before, so running the same command again resumes at the first unfinished stage of
-the first unfinished iteration.
+Control flow only: every side effect is a task in ``tasks/``, and every stage input is a spec
+the plan holds (`tabula.plan`). Each stage is resumable (`tasks.run.markers`): it returns the
+record its marker ``state/STAGE.json`` holds when it finished before, so running the same
+command again resumes at the first unfinished stage of the first unfinished iteration.
 """
 
 from __future__ import annotations
@@ -15,20 +15,20 @@ from prefect.runtime import flow_run
 
 from tabula.config import Config, parse_config
 from tabula.ladder import anchor_label
-from tabula.plan import IterationPlan, derive_seed, with_v_resign, worker_games
-from tasks import record, stages
-from tasks.control import IterationProgress
-from tasks.layout import RunLayout
-from tasks.lineage import checkpoint_tags, write_iteration_stages
-from tasks.records import (
-    EvaluationRecord,
-    PromotionRecord,
-    SelfplayRecord,
-    Stage,
-    TrainRecord,
-)
-from tasks.resume import finished, resumable
-from tasks.summary import SummaryRow, publish_summary
+from tabula.plan import IterationPlan, derive_seed
+from tasks import runs as mlflow_runs
+from tasks.evaluate import anchor_match, anchors_to_play, elo_of, gate, ratings
+from tasks.lineage import checkpoint_tags, dvc_commit, record_lineage, write_iteration_stages
+from tasks.plan import plan as plan_task
+from tasks.plan import specs_of
+from tasks.promote import promote
+from tasks.run.layout import RunLayout
+from tasks.run.markers import finished, resumable
+from tasks.run.records import EvaluationRecord, PromotionRecord, SelfplayRecord, Stage, TrainRecord
+from tasks.run.summary import SummaryRow
+from tasks.selfplay import calibrate, selfplay_worker
+from tasks.train import train, window_hashes
+from tasks.watch import IterationProgress, publish_summary
 
 #: The iteration's stages and their records (what the flow run logs as they finish).
 STAGE_RECORDS = {
@@ -41,24 +41,17 @@ STAGE_RECORDS = {
 
 @resumable(Stage.SELFPLAY, SelfplayRecord)
 def run_selfplay(
-    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], v_resign: float | None
+    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], iterations: int
 ) -> SelfplayRecord:
     i = plan.iteration
-    cfg = with_v_resign(cfg, v_resign)
-    best = str(layout.model(plan.best))
-    futures = [
-        stages.selfplay_worker.submit(
-            cfg, layout, i, w, best, games, derive_seed(plan.selfplay_seed, w)
-        )
-        for w, games in enumerate(worker_games(cfg.selfplay.games, cfg.selfplay.workers))
-    ]
-    workers = [f.result() for f in futures]
-    hashes = stages.dvc_commit(layout, i, Stage.SELFPLAY.value)
-    totals = stages.calibrate(
-        workers, i, cfg.selfplay.v_resign, cfg.selfplay.resign_false_positive_target, hashes
-    )
-    record.log_metrics(cfg, layout, runs, record.metrics_of(totals, "selfplay/"), step=i)
-    record.log_datasets(cfg, layout, runs[0], hashes, context="selfplay")
+    workers, _ = specs_of(cfg, layout, plan, iterations)
+    futures = [selfplay_worker.submit(cfg, layout, spec) for spec in workers]
+    records = [f.result() for f in futures]
+    hashes = dvc_commit(layout, i, Stage.SELFPLAY.value)
+    v_resign = workers[0].v_resign if workers else None
+    totals = calibrate(records, i, v_resign, cfg.selfplay.resign_false_positive_target, hashes)
+    mlflow_runs.log_metrics(cfg, layout, runs, mlflow_runs.metrics_of(totals, "selfplay/"), step=i)
+    mlflow_runs.log_datasets(cfg, layout, runs[0], hashes, context="selfplay")
     return totals
 
 
@@ -66,26 +59,15 @@ def run_selfplay(
 def run_train(
     cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], iterations: int
 ) -> TrainRecord:
-    """Train iteration ``plan.iteration`` with the rate schedule of a run of ``iterations``
-    (or of ``pipeline.iterations``, if more: `tabula.config.TrainingConfig.boundaries_for`)."""
+    """Train iteration ``plan.iteration`` as its spec says (`tasks.plan.specs_of`)."""
     i = plan.iteration
-    parent = layout.trainer_ckpt(plan.parent)
-    init = parent if plan.parent > 0 and parent.exists() else layout.model(plan.parent)
-    trained = stages.train(
-        cfg,
-        layout,
-        i,
-        list(plan.window),
-        str(init),
-        plan.train_seed,
-        runs[0],
-        record.tracking_uri(cfg, layout),
-        lr_boundaries=cfg.training.boundaries_for(max(iterations, cfg.pipeline.iterations)),
-    )
-    hashes = stages.dvc_commit(layout, i, Stage.TRAIN.value)
-    window = stages.window_hashes(layout, plan.window)
-    record.log_datasets(cfg, layout, runs[0], window, context="training")
-    record.log_metrics(cfg, layout, runs[1:], record.metrics_of(trained, "train/"), step=i)
+    _, spec = specs_of(cfg, layout, plan, iterations)
+    trained = train(cfg, layout, spec, runs[0], mlflow_runs.tracking_uri(cfg, layout))
+    hashes = dvc_commit(layout, i, Stage.TRAIN.value)
+    window = window_hashes(layout, spec.window)
+    mlflow_runs.log_datasets(cfg, layout, runs[0], window, context="training")
+    metrics = mlflow_runs.metrics_of(trained, "train/")
+    mlflow_runs.log_metrics(cfg, layout, runs[1:], metrics, step=i)
     return TrainRecord(trained=trained, hashes=hashes, window=window)
 
 
@@ -94,24 +76,24 @@ def run_evaluate(
     cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str]
 ) -> EvaluationRecord:
     i = plan.iteration
-    gate = stages.gate(cfg, layout, i, plan.best, plan.gate_seed)
-    anchors, skipped = stages.anchors_to_play(cfg, i)
+    gated = gate(cfg, layout, i, plan.best, plan.gate_seed)
+    anchors, skipped = anchors_to_play(cfg, i)
     matches = {
-        a: stages.anchor_match(cfg, layout, i, a, derive_seed(plan.gate_seed, k + 1))
+        a: anchor_match(cfg, layout, i, a, derive_seed(plan.gate_seed, k + 1))
         for k, a in enumerate(anchors)
     }
-    table = stages.ratings(cfg, layout, i)
-    hashes = stages.dvc_commit(layout, i, Stage.EVALUATE.value)
+    table = ratings(cfg, layout, i)
+    hashes = dvc_commit(layout, i, Stage.EVALUATE.value)
     result = EvaluationRecord(
-        gate=gate,
+        gate=gated,
         anchors={anchor_label(a): m for a, m in matches.items()},
         skipped=skipped,
         ratings=table,
         hashes=hashes,
-        elo=stages.elo_of(layout, i, table),
+        elo=elo_of(layout, i, table),
     )
-    record.log_metrics(cfg, layout, runs, record.evaluation_metrics(result), step=i)
-    record.log_artifacts(
+    mlflow_runs.log_metrics(cfg, layout, runs, mlflow_runs.evaluation_metrics(result), step=i)
+    mlflow_runs.log_artifacts(
         cfg,
         layout,
         runs[0],
@@ -134,9 +116,9 @@ def run_promote(
     promoted = evaluation.gate.decision.promoted
     sha256 = train.trained.result.weights_sha256
     lineage = checkpoint_tags(layout, plan, train, tags)
-    version = record.register(cfg, layout, runs[0], i, sha256, lineage, champion=promoted)
-    result = stages.promote(layout, i, promoted, version)
-    record.log_metrics(
+    version = mlflow_runs.register(cfg, layout, runs[0], i, sha256, lineage, champion=promoted)
+    result = promote(layout, i, promoted, version)
+    mlflow_runs.log_metrics(
         cfg,
         layout,
         runs,
@@ -161,28 +143,27 @@ def iteration(
     (default: the config's; the rate schedule stretches to it); returns its summary row."""
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
-    plan = stages.plan(cfg, layout, i)
+    planned = iterations or cfg.pipeline.iterations
+    plan = plan_task(cfg, layout, i, planned)
     write_iteration_stages(layout, plan)
     tags = {**tags, "prefect.flow_run_id": str(flow_run.id or "")}
-    child = record.open_iteration_run(cfg, layout, i, parent_run_id, tags)
+    child = mlflow_runs.open_iteration_run(cfg, layout, i, parent_run_id, tags)
     runs = [child, parent_run_id]
     try:  # (from here on, a stop ends the child run FAILED or KILLED)
-        progress = IterationProgress(layout, i, child, record.run_link(cfg, layout, child))
+        progress = IterationProgress(layout, i, child, mlflow_runs.run_link(cfg, layout, child))
         found = {s for s, r in STAGE_RECORDS.items() if finished(layout, i, s, r) is not None}
-        previous = finished(layout, i - 1, Stage.SELFPLAY, SelfplayRecord)
-        v_resign = None if previous is None else previous.v_resign_next
-        selfplay = run_selfplay(cfg, layout, plan, runs, v_resign)
+        selfplay = run_selfplay(cfg, layout, plan, runs, planned)
         progress.done(Stage.SELFPLAY, selfplay, Stage.SELFPLAY in found)
-        train = run_train(cfg, layout, plan, runs, iterations or cfg.pipeline.iterations)
+        train = run_train(cfg, layout, plan, runs, planned)
         progress.done(Stage.TRAIN, train, Stage.TRAIN in found)
         evaluation = run_evaluate(cfg, layout, plan, runs)
         progress.done(Stage.EVALUATE, evaluation, Stage.EVALUATE in found)
         promotion = run_promote(cfg, layout, plan, evaluation, train, runs, tags)
         progress.done(Stage.PROMOTE, promotion, Stage.PROMOTE in found)
-        stages.record_lineage(layout, i, f"{run}: iteration {i} (code {tags.get('git_commit')})")
+        record_lineage(layout, i, f"{run}: iteration {i} (code {tags.get('git_commit')})")
         row = publish_summary(layout, i, selfplay, train, evaluation, promotion)
     except BaseException as error:  # the child run ends FAILED, or KILLED on an interrupt
-        record.fail(cfg, layout, [child], error)
+        mlflow_runs.fail(cfg, layout, [child], error)
         raise
-    record.finish(cfg, layout, child)
+    mlflow_runs.finish(cfg, layout, child)
     return row

@@ -11,6 +11,7 @@ each unfinished iteration.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from prefect import flow
@@ -19,21 +20,16 @@ from prefect.runtime import flow_run
 from flows.iteration import iteration
 from tabula.config import Config, parse_config
 from tabula.plan import derive_seed
-from tasks import record, stages, tracking, versioning
-from tasks.layout import RunLayout, RunLock
-from tasks.lineage import freeze_config, write_init_stage
-from tasks.records import (
-    EvaluationRecord,
-    PromotionRecord,
-    SelfplayRecord,
-    Stage,
-    TrainRecord,
-)
-from tasks.resume import champion, finished
-from tasks.summary import SummaryRow, summary_row, with_final_ratings
+from tasks import runs as mlflow_runs
+from tasks import tracking, versioning
+from tasks.lineage import dvc_commit, freeze_config, write_init_stage
+from tasks.plan import init_model
+from tasks.promote import set_champion
+from tasks.run.layout import RunLayout, RunLock
+from tasks.run.markers import champion, finished
+from tasks.run.records import EvaluationRecord, PromotionRecord, SelfplayRecord, Stage, TrainRecord
+from tasks.run.summary import SummaryRow, summary_row, with_final_ratings
 from tasks.versioning import code_commit, ensure_repo
-
-SOURCE_DIR = Path(__file__).resolve().parents[1]
 
 
 def _task_runner(workers: int, dask_address: str | None):
@@ -54,19 +50,19 @@ def pipeline(
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
     ensure_repo(layout.project, cfg.pipeline.dvc_remote)
-    commit = code_commit(SOURCE_DIR)
+    commit = code_commit()
     tags = {
         "git_commit": commit,
         "prefect.pipeline_flow_run_id": str(flow_run.id or ""),
         **tracking.source_tags(commit),
     }
-    parent = record.open_pipeline_run(cfg, layout, tags)
+    parent = mlflow_runs.open_pipeline_run(cfg, layout, tags)
     init_seed = derive_seed(cfg.pipeline.seed, 0)
     write_init_stage(layout, init_seed)
-    stages.init_model(cfg, layout, init_seed)
+    init_model(cfg, layout, init_seed)
     if champion(layout) is None:
-        stages.dvc_commit(layout, 0, Stage.INIT.value)
-        stages.set_champion(layout, 0, None)
+        dvc_commit(layout, 0, Stage.INIT.value)
+        set_champion(layout, 0, None)
     runner = _task_runner(cfg.selfplay.workers, dask_address)
     one = iteration.with_options(task_runner=runner)
     try:
@@ -75,9 +71,9 @@ def pipeline(
             for i in range(1, iterations + 1)
         ]
     except BaseException as error:  # the parent run ends FAILED, or KILLED on an interrupt
-        record.fail(cfg, layout, [parent], error)
+        mlflow_runs.fail(cfg, layout, [parent], error)
         raise
-    record.finish(cfg, layout, parent)
+    mlflow_runs.finish(cfg, layout, parent)
     final = finished(layout, iterations, Stage.EVALUATE, EvaluationRecord)
     return with_final_ratings(rows, () if final is None else final.ratings, layout)
 
@@ -108,15 +104,23 @@ def run_pipeline(
     cfg: Config, project: Path, iterations: int | None = None, dask_address: str | None = None
 ) -> list[SummaryRow]:
     """Lock the run, freeze its config and run the pipeline flow; returns the summary rows."""
-    stages.use_prefect_api(cfg)
+    use_prefect_api(cfg)
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, cfg.pipeline.name)
     with RunLock(layout):
         versioning.require_run_files(layout.project, layout.run, layout.rel(layout.params))
         resumed = layout.params.exists()
         text = freeze_config(cfg, layout)
         if resumed:  # the runs a killed process left RUNNING say so
-            record.mark_killed(cfg, layout)
+            mlflow_runs.mark_killed(cfg, layout)
         n = iterations if iterations is not None else cfg.pipeline.iterations
         return pipeline(
             text, str(layout.project), layout.run, n, dask_address or cfg.pipeline.dask_address
         )
+
+
+def use_prefect_api(cfg: Config) -> None:
+    """Point this process's Prefect client at ``pipeline.prefect_api_url`` (when set), with
+    Prefect's analytics off; before the first flow runs."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if cfg.pipeline.prefect_api_url:
+        os.environ["PREFECT_API_URL"] = cfg.pipeline.prefect_api_url

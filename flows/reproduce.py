@@ -19,8 +19,8 @@ from pathlib import Path
 from prefect import flow
 
 from tabula.config import parse_config
-from tasks.layout import RunLayout
 from tasks.reproduce import Reproduction, check_inputs, locate, restore_lineage, retrain
+from tasks.run.layout import RunLayout
 from tasks.versioning import ensure_repo
 
 

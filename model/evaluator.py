@@ -188,3 +188,10 @@ class UniformEvaluator:
             )
         b, m = planes.shape[0], planes.shape[2] * planes.shape[3]
         return np.full((b, m + 1), 1.0 / (m + 1), np.float32), np.zeros(b, np.float32)
+
+
+def set_threads(n: int) -> None:
+    """Set torch's intra-op threads for this process (`tabula.plan.torch_threads` gives the
+    count); a no-op when it already has them."""
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)

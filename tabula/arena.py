@@ -43,8 +43,8 @@ import numpy as np
 
 from tabula.errors import TabulaError
 from tabula.go import coords
+from tabula.go.coords import RESIGN
 from tabula.go.game import Game
-from tabula.gtp import RESIGN
 from tabula.openings import Opening, opening_for_game
 
 

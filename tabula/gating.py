@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from statistics import NormalDist
-from typing import Any, Protocol
+from typing import Any
 
 from tabula.elo import expected_score
 from tabula.errors import TabulaError
@@ -57,25 +57,6 @@ def win_rate_interval(wins: float, games: int, confidence: float = 0.95) -> tupl
     half = z / denominator * math.sqrt(p * (1.0 - p) / games + z * z / (4.0 * games * games))
     # Mathematically low <= p <= high, with equality at p = 0 and 1; clamp away rounding.
     return min(p, max(0.0, centre - half)), max(p, min(1.0, centre + half))
-
-
-class GateSettings(Protocol):
-    """Anything with these numbers (e.g. the pipeline's pydantic gating config); see GateConfig."""
-
-    @property
-    def games(self) -> int: ...
-    @property
-    def threshold(self) -> float: ...
-    @property
-    def sprt(self) -> bool: ...
-    @property
-    def elo0(self) -> float: ...
-    @property
-    def elo1(self) -> float: ...
-    @property
-    def alpha(self) -> float: ...
-    @property
-    def beta(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -142,7 +123,7 @@ def ungated() -> GateDecision:
     return GateDecision(True, GateReason.OFF, 0, 0, 0, 0, 0.0, 0.0, 1.0, None, None)
 
 
-def _validated(config: GateSettings) -> GateConfig:
+def _validated(config: GateConfig) -> GateConfig:
     c = GateConfig(
         games=int(config.games),
         threshold=float(config.threshold),
@@ -171,7 +152,7 @@ class Gate:
     Aborted games (no result) are not fed in.
     """
 
-    def __init__(self, config: GateSettings | None = None) -> None:
+    def __init__(self, config: GateConfig | None = None) -> None:
         self.config = _validated(config if config is not None else GateConfig())
         self.wins = self.losses = self.draws = 0
         self.llr = 0.0
@@ -249,7 +230,7 @@ class Gate:
         )
 
 
-def decide(results: Iterable[float], config: GateSettings | None = None) -> GateDecision:
+def decide(results: Iterable[float], config: GateConfig | None = None) -> GateDecision:
     """Feed candidate scores to a fresh Gate until it decides; extra results are not read.
 
     GateError if the results run out first.

@@ -17,7 +17,7 @@ that is not b/black/w/white, a token that is not a vertex/int/float); ``illegal 
 ``unacceptable size`` (boardsize outside 5..19); ``cannot undo`` (no move to take back).
 
 Moves come from a pluggable `Player`: `tabula.players.RandomPlayer`, the network players of
-`model.players` and the GTP engines of `tasks.engines` implement it. A player that can also
+`tabula.players` and the GTP engines of `tasks.engines` implement it. A player that can also
 search a position for a GUI (`tabula.analyze.Analyst`: the network + MCTS player) adds
 ``lz-analyze``; one that can show its network's view (`tabula.analyze.NetworkView`: both
 network players) adds GoGui's analyze commands (`tabula.analyze` has the formats).
@@ -49,12 +49,9 @@ from tabula.analyze import (
     value_text,
 )
 from tabula.go import coords
-from tabula.go.coords import MAX_SIZE, MIN_SIZE
+from tabula.go.coords import MAX_SIZE, MIN_SIZE, RESIGN
 from tabula.go.game import Game, IllegalMoveError
 from tabula.sgf import result_string
-
-RESIGN = -1
-"""What `Player.genmove` returns to resign (flat moves are 0..M, pass is M = N*N)."""
 
 ENGINE_NAME = "tabula"
 ENGINE_VERSION = "0.1.0"

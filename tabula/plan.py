@@ -1,18 +1,66 @@
-"""What an iteration is made from: its champion, parent checkpoint, training window and seeds.
+"""What an iteration is made from: its champion, parent checkpoint, training window and seeds,
+and the inputs of its stages as typed specs (one per self-play worker, one for training).
 
-Pure: the pipeline's task (`tasks.stages.plan`) reads the champion, calls `plan_iteration` and
-writes the plan once, so that a promotion later in the run never changes what an earlier
-iteration was made from.
+Pure: the pipeline's plan task (`tasks.plan.plan`) reads the champion, calls `plan_iteration`
+and `stage_specs`, and writes the plan once, so that a promotion later in the run never changes
+what an earlier iteration was made from. The flow runs the specs; reproduction replays the same
+specs, never a second derivation of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from tabula.config import Config
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """The inputs of one self-play worker (`tasks.selfplay.selfplay_worker`).
+
+    iteration: the iteration it plays for (part of its games' seed sequence).
+    worker: w, in [0, selfplay.workers).
+    champion: project-relative path of the checkpoint that plays every move of its games.
+    games: how many games it plays (`worker_games`).
+    seed: 32-bit seed of its games (``derive_seed(selfplay_seed, w)``).
+    folder: project-relative folder it writes (``iter-NNNN/selfplay/worker-WW``).
+    v_resign: the resignation threshold its games play with, in [-1, 1] from the side to move;
+        None: resignation off (paper, Methods "Self-play": calibrated on the previous games).
+    """
+
+    iteration: int
+    worker: int
+    champion: str
+    games: int
+    seed: int
+    folder: str
+    v_resign: float | None
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """The inputs of one training stage (`tasks.train.train`).
+
+    iteration: the iteration whose network it trains.
+    window: self-play folders (project-relative) it samples from, oldest first.
+    parent: the iteration whose checkpoint it continues from (`tasks.train.training_init`).
+    seed: 32-bit seed of its sampling and initialisation.
+    steps: optimizer steps of this stage.
+    lr_boundaries: the global steps where the rate drops (the run's schedule).
+    bf16: train under bf16 autocast; None: resolved on the machine when training starts
+        (plans written before the precision was planned).
+    """
+
+    iteration: int
+    window: tuple[str, ...]
+    parent: int
+    seed: int
+    steps: int
+    lr_boundaries: tuple[int, ...]
+    bf16: bool | None
 
 
 @dataclass(frozen=True)
@@ -24,6 +72,8 @@ class IterationPlan:
     whatever the gate decided, as in the paper).
     window: self-play directories (project-relative) training samples from, oldest first.
     selfplay_seed, train_seed, gate_seed: 32-bit seeds of the iteration's stages.
+    workers, train: the stages' inputs (`stage_specs`); empty and None in plans written before
+    they were recorded, whose specs `tasks.plan.specs_of` derives as those runs did.
     """
 
     iteration: int
@@ -33,6 +83,8 @@ class IterationPlan:
     selfplay_seed: int
     train_seed: int
     gate_seed: int
+    workers: tuple[WorkerSpec, ...] = ()
+    train: TrainSpec | None = None
 
 
 def derive_seed(run_seed: int, *keys: int) -> int:
@@ -98,3 +150,56 @@ def with_v_resign(cfg: Config, v_resign: float | None) -> Config:
     return cfg.model_copy(
         update={"selfplay": cfg.selfplay.model_copy(update={"v_resign": v_resign})}
     )
+
+
+def effective_v_resign(cfg: Config, calibrated: float | None) -> float | None:
+    """The threshold self-play plays with: the one calibrated on the previous iteration's
+    games when there is one, else the config's; None when resignation is off."""
+    if cfg.selfplay.v_resign is None:
+        return None
+    return cfg.selfplay.v_resign if calibrated is None else calibrated
+
+
+def stage_specs(
+    cfg: Config,
+    plan: IterationPlan,
+    champion: str,
+    worker_folder: Callable[[int], str],
+    v_resign: float | None,
+    lr_boundaries: list[int],
+    bf16: bool | None,
+) -> IterationPlan:
+    """``plan`` with its stages' inputs: one `WorkerSpec` per self-play worker (``champion``
+    plays, worker w writes ``worker_folder(w)``, all with threshold ``v_resign`` as
+    `effective_v_resign` gives it) and the `TrainSpec` (the rate schedule's
+    ``lr_boundaries``, precision ``bf16``)."""
+    games = worker_games(cfg.selfplay.games, cfg.selfplay.workers)
+    workers = tuple(
+        WorkerSpec(
+            iteration=plan.iteration,
+            worker=w,
+            champion=champion,
+            games=n,
+            seed=derive_seed(plan.selfplay_seed, w),
+            folder=worker_folder(w),
+            v_resign=v_resign,
+        )
+        for w, n in enumerate(games)
+    )
+    train = TrainSpec(
+        iteration=plan.iteration,
+        window=plan.window,
+        parent=plan.parent,
+        seed=plan.train_seed,
+        steps=cfg.training.steps,
+        lr_boundaries=tuple(lr_boundaries),
+        bf16=bf16,
+    )
+    return replace(plan, workers=workers, train=train)
+
+
+def torch_threads(cores: int, processes: int = 1) -> int:
+    """torch's intra-op threads for each of ``processes`` stages sharing ``cores`` (self-play
+    workers in one process; training alone): one per core, at least one. Training records its
+    count, since it changes float sums."""
+    return max(1, cores // processes)

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from tabula.arena import Failure, FailureKind, MoveRequest
 from tabula.go import coords
+from tabula.go.coords import RESIGN
 from tabula.go.game import Game
-from tabula.gtp import RESIGN
 from tabula.ladder import engine_name
 
 # Engine processes per GTP player (one per game in progress). GnuGo's are small, and more games

@@ -18,14 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prefect import task
 
+from model.checkpoint import CheckpointLineage
 from model.files import write_json, write_text
 from tabula.config import Config, ConfigError, config_to_flat_dict, dump_config, parse_config
 from tabula.plan import IterationPlan
-from tasks.layout import RunLayout
-from tasks.records import EvaluationRecord, Stage, TrainRecord
-from tasks.resume import finished
-from tasks.versioning import write_stage_file
+from tasks.retry import IO_RETRIES
+from tasks.run.faults import kill_point
+from tasks.run.layout import RunLayout
+from tasks.run.markers import finished
+from tasks.run.records import EvaluationRecord, Stage, TrainRecord
+from tasks.versioning import commit_stage, record_on_run_branch, write_stage_file
 
 PARAMS = "../params.yaml"
 
@@ -56,17 +60,12 @@ EXACT_DESC = {
 }
 
 
-def init_metadata(run: str, seed: int) -> dict[str, Any]:
-    """The metadata of a run's randomly initialised checkpoint (the pipeline's ``init`` stage
+def init_metadata(run: str, seed: int) -> CheckpointLineage:
+    """The lineage of a run's randomly initialised checkpoint (the pipeline's ``init`` stage
     and ``tabula init-model --run``, so that ``dvc repro`` of ``init`` redoes it exactly)."""
-    return {
-        "model_id": f"{run}/iter-0000",
-        "seed": seed,
-        "global_step": 0,
-        "parent": None,
-        "run": run,
-        "iteration": 0,
-    }
+    return CheckpointLineage(
+        model_id=f"{run}/iter-0000", seed=seed, global_step=0, run=run, iteration=0
+    )
 
 
 def write_init_stage(layout: RunLayout, seed: int) -> Path:
@@ -144,7 +143,7 @@ def write_run_reports(layout: RunLayout, iterations: int) -> list[Path]:
       margin per anchor): ``dvc plots show`` draws the Elo, loss and anchor curves.
 
     Plain files (DVC's ``cache: false``): the run commits them to its branch with the stage
-    files (`tasks.stages.record_lineage`). Returns the paths written."""
+    files (`record_lineage`). Returns the paths written."""
     rows = [r for i in range(1, iterations + 1) if (r := _iteration_metrics(layout, i))]
     anchors = sorted({k for r in rows for k in r if k.startswith(("score_vs_", "margin_vs_"))})
     root = layout.root
@@ -253,3 +252,33 @@ def checkpoint_tags(
         "tabula.iteration": str(plan.iteration),
         **tags,
     }
+
+
+@task(name="dvc-commit", task_run_name="dvc-commit-i{iteration}-{stage}", **IO_RETRIES)
+def dvc_commit(layout: RunLayout, iteration: int, stage: str) -> dict[str, str]:
+    """Record a finished stage's outputs in dvc.lock and push them to the remote."""
+    hashes = commit_stage(layout.project, layout.stage_file(iteration), stage)
+    kill_point("dvc")
+    return hashes
+
+
+@task(name="record-lineage", task_run_name="lineage-i{iteration}", **IO_RETRIES)
+def record_lineage(layout: RunLayout, iteration: int, message: str) -> str | None:
+    """Write the run's DVC metrics and plots (`tasks.lineage.write_run_reports`), then commit
+    them with the stage files and locks to ``tabula/runs/<run>``; tag the iteration."""
+    kill_point("lineage")
+    root = layout.root
+    reports = write_run_reports(layout, iteration) if iteration > 0 else []
+    files = [
+        *reports,
+        layout.params,
+        layout.champion,
+        *root.glob("iter-*/dvc.yaml"),
+        *root.glob("iter-*/dvc.lock"),
+        *root.glob("iter-*/.gitignore"),
+        *root.glob("iter-*/state/*.json"),
+        layout.project / ".dvc" / "config",
+        layout.project / ".dvcignore",
+    ]
+    tag = f"tabula/{layout.run}/iter-{iteration:04d}" if iteration > 0 else None
+    return record_on_run_branch(layout.project, layout.run, files, message, tag=tag)

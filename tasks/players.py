@@ -14,7 +14,7 @@ One spec string names a player everywhere (CLI, config, pipeline)::
     models:/NAME@ALIAS     a registered model (e.g. models:/tabula-quickstart@champion), resolved
                            to a checkpoint by the pipeline's `resolver`; allowed after raw:, mcts:
 
-PATH is a checkpoint written by `model.network.save_checkpoint`, for the configured board size.
+PATH is a checkpoint written by `model.checkpoint.save_checkpoint`, for the configured board size.
 
 GnuGo under our rules: "gtp:gnugo " + `tabula.ladder.GNUGO_FLAGS` + " --level N" (the ladder's
 ``gnugo-lN`` anchors). Without --capture-all-dead it passes with the opponent's dead stones
@@ -26,7 +26,8 @@ file's stem, with ":raw" for the raw network and "@SIMS" when the simulations di
 evaluation.simulations. Every player implements both `tabula.gtp.Player` (``genmove(game,
 color)``, for the GTP server) and `tabula.arena.ArenaPlayer` (batched, per-slot games): the
 random player is `tabula.players.RandomPlayer` in a `tabula.players.SequentialPlayer`, network
-players come from `model.players`, GTP engines from `tasks.engines`.
+players come from `tabula.players` (built here from a checkpoint), GTP engines from
+`tasks.engines`.
 
 Bad specs raise PlayerSpecError (a TabulaError: the CLI prints one line and exits 2).
 """
@@ -41,13 +42,32 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from model.players import network_player
 from tabula.config import Config
 from tabula.errors import TabulaError
-from tabula.players import RandomPlayer, SequentialPlayer
+from tabula.players import MctsPlayer, RandomPlayer, RawNetworkPlayer, SequentialPlayer
 from tasks.engines import GtpPlayer
 
 GAME_DIRS = ("/usr/games", "/usr/local/games")  # Debian installs gnugo and pachi here
+
+
+def network_player(
+    kind: str, checkpoint: Path, cfg: Config, simulations: int, seed: int
+) -> RawNetworkPlayer | MctsPlayer:
+    """A raw ("raw") or searching ("mcts") player for a checkpoint of cfg's board size.
+
+    Its name is the checkpoint's model_id (else the file's stem), with ":raw" for the raw
+    network and "@SIMS" when simulations differ from evaluation.simulations.
+    """
+    from model.checkpoint import load_checkpoint
+    from model.evaluator import Evaluator  # torch is imported only when a network plays
+
+    net, metadata = load_checkpoint(checkpoint, expect_board_size=cfg.rules.board_size)
+    stem = str(metadata.get("model_id") or checkpoint.stem)
+    evaluator = Evaluator(net)
+    if kind == "raw":
+        return RawNetworkPlayer(evaluator, f"{stem}:raw", seed)
+    name = stem if simulations == cfg.evaluation.simulations else f"{stem}@{simulations}"
+    return MctsPlayer(evaluator, cfg, simulations, name, seed)
 
 
 class PlayerSpecError(TabulaError):

@@ -10,12 +10,17 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model.evaluator import set_threads
 from tabula.config import Config, parse_config
 from tabula.errors import TabulaError, UsageError
+from tabula.plan import IterationPlan, torch_threads
 from tasks import tracking, versioning
-from tasks.layout import RunLayout
-from tasks.records import Stage, TrainRecord
-from tasks.resume import finished, finished_iterations
+from tasks.plan import specs_of
+from tasks.run.layout import RunLayout
+from tasks.run.markers import finished, finished_iterations
+from tasks.run.records import SelfplayRecord, Stage, TrainRecord
+from tasks.selfplay import play_spec
+from tasks.train import train
 
 _ITER = re.compile(r"^(?:(?P<run>[^/@:]+)/)?(?:iter-)?(?P<i>[0-9]+)$")
 
@@ -109,33 +114,20 @@ class Reproduction:
 def retrain(
     cfg: Config, layout: RunLayout, i: int, model_dir: Path, recorded: str = ""
 ) -> Reproduction:
-    """Re-run iteration ``i``'s training stage as the pipeline ran it (the window, parent,
-    seed, torch threads, rate schedule and precision its record holds) into ``model_dir``;
-    compare the new weights and global step with the recorded ones (``recorded``: a sha256
-    that overrides the record's, as a model version's tag)."""
-    from tasks import stages
-
+    """Re-run iteration ``i``'s training stage as the pipeline ran it (its plan's training
+    spec, on the torch threads its record holds) into ``model_dir``; compare the new weights
+    and global step with the recorded ones (``recorded``: a sha256 that overrides the
+    record's, as a model version's tag)."""
     record = finished(layout, i, Stage.TRAIN, TrainRecord)
-    if record is None:
+    plan = finished(layout, i, Stage.PLAN, IterationPlan)
+    if record is None or plan is None:
         raise UsageError(f"{layout.rel(layout.marker(i, Stage.TRAIN.marker_name()))}: missing")
     result = record.trained.result
     recorded = recorded or result.weights_sha256
-    parent = layout.trainer_ckpt(i - 1)
-    init = parent if i > 1 and parent.exists() else layout.model(i - 1)
+    _, spec = specs_of(cfg, layout, plan)
     try:
-        rebuilt = stages.train.fn(
-            cfg,
-            layout,
-            i,
-            list(record.window),
-            str(init),
-            result.seed,
-            None,
-            None,
-            threads=record.trained.threads,
-            model_dir=model_dir,
-            lr_boundaries=list(result.lr_boundaries) or None,  # () before it was recorded
-            bf16=result.bf16,
+        rebuilt = train.fn(
+            cfg, layout, spec, None, None, threads=record.trained.threads, model_dir=model_dir
         )
     except TabulaError as refused:  # a corrupt shard is named and never trained on
         return Reproduction(
@@ -171,7 +163,8 @@ def redo_train_stage(cfg: Config, layout: RunLayout, i: int) -> Reproduction:
     On a match the iteration's ``model/`` is left as it is when it holds the recorded weights
     (DVC keeps the stage's outputs in place: ``persist``) and is replaced by the rebuilt one
     when it is missing or holds other weights; on a mismatch nothing is written."""
-    from model.network import CheckpointError, load_checkpoint, weights_sha256
+    from model.checkpoint import CheckpointError, load_checkpoint
+    from model.network import weights_sha256
 
     target = layout.model_dir(i)
     scratch = Path(tempfile.mkdtemp(prefix=".rebuild-", dir=layout.iteration(i)))
@@ -201,11 +194,6 @@ def redo_selfplay_stage(cfg: Config, layout: RunLayout, i: int) -> list[str]:
 
     On a match ``selfplay/`` is left as it is when it holds the same files, byte for byte, and
     replaced by the replay when it is missing or differs; on a mismatch nothing is written."""
-    from tabula.plan import IterationPlan, derive_seed, with_v_resign, worker_games
-    from tasks.records import SelfplayRecord
-    from tasks.selfplay import run_worker
-    from tasks.stages import set_threads
-
     plan = finished(layout, i, Stage.PLAN, IterationPlan)
     record = finished(layout, i, Stage.SELFPLAY, SelfplayRecord)
     if plan is None or record is None:
@@ -213,15 +201,14 @@ def redo_selfplay_stage(cfg: Config, layout: RunLayout, i: int) -> list[str]:
     target = layout.selfplay(i)
     recorded = versioning.stage_outs(layout.project, layout.stage_file(i), "selfplay")
     expected = recorded.get(layout.rel(target), "")
-    played = with_v_resign(cfg, record.v_resign_used)
+    workers, _ = specs_of(cfg, layout, plan)
     scratch = Path(tempfile.mkdtemp(prefix=".rebuild-", dir=layout.iteration(i)))
     try:
         rebuilt = scratch / target.name
-        set_threads(max(1, (os.cpu_count() or 1) // cfg.selfplay.workers))
-        for w, games in enumerate(worker_games(cfg.selfplay.games, cfg.selfplay.workers)):
-            run_worker(played, str(layout.model(plan.best)), rebuilt / f"worker-{w:02d}",
-                       games=games, seed=derive_seed(plan.selfplay_seed, w), iteration=i,
-                       worker=w)  # fmt: skip
+        set_threads(torch_threads(os.cpu_count() or 1, cfg.selfplay.workers))
+        for spec in workers:
+            folder = layout.project / spec.folder
+            play_spec(cfg, layout.project, spec, out=rebuilt / folder.relative_to(target))
         replayed = versioning.dir_hash(rebuilt)
         if replayed != expected:
             kept = _differing_files(target, rebuilt) if target.exists() else []

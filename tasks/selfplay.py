@@ -1,4 +1,5 @@
-"""The self-play worker: a network, the game loop, and the shards and SGFs it writes.
+"""The self-play stage: the worker (a network, the game loop, the shards and SGFs it writes),
+its Prefect task, and the iteration's totals with the next resignation threshold.
 
 ``run_worker`` loads the model (a checkpoint, or "random": a freshly initialised network from
 the seed), plays ``games`` games with `tabula.selfplay.play_games`, and writes
@@ -18,25 +19,34 @@ shards (``overlap`` must then be the same too: it changes the network batches).
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
 
 import numpy as np
+from prefect import task
 
-from model.evaluator import Evaluator
+from model.checkpoint import load_checkpoint
+from model.evaluator import Evaluator, set_threads
 from model.files import write_bytes
-from model.network import PolicyValueNet, load_checkpoint, network_for, weights_sha256
+from model.network import PolicyValueNet, network_for, weights_sha256
 from model.shards import ShardRecords, write_shard
 from tabula.config import Config
 from tabula.errors import UsageError
 from tabula.features import NUM_PLANES
-from tabula.resign import ResignTrace
+from tabula.plan import WorkerSpec, torch_threads, with_v_resign
+from tabula.resign import ResignTrace, calibrate_samples
 from tabula.selfplay import GameRecord, SelfPlayParams, SelfPlayStats, play_games
 from tabula.sgf import game_to_sgf, result_string
+from tasks.retry import IO_RETRIES
+from tasks.run.layout import RunLayout, reset_dir
+from tasks.run.markers import resumable
+from tasks.run.records import SelfplayRecord, Stage, WorkerRecord, WorkerResult
+from tasks.watch import reporting
 
 #: What a shard's ``pi`` column holds, by search algorithm (its metadata's "policy_target").
 POLICY_TARGETS = {"puct": "visits", "gumbel": "gumbel-improved-policy"}
@@ -53,52 +63,6 @@ class WorkerProgress:
     simulations: int
     evaluations: int
     seconds: float
-
-
-@dataclass(frozen=True)
-class WorkerResult:
-    """What a worker wrote and measured. resign_samples: one `ResignTrace.to_dict()` per
-    resign-disabled game (for `tabula.resign.calibrate_samples`); false_positives: how many
-    of those a resignation at ``v_resign`` would have lost."""
-
-    shards: list[Path]
-    sgfs: list[Path]
-    model_id: str
-    games: int
-    positions: int
-    simulations: int
-    evaluations: int
-    seconds: float
-    resigned_games: int
-    resign_disabled_games: int
-    false_positives: int
-    v_resign: float | None
-    resign_samples: list[dict[str, Any]] = field(default_factory=list)
-
-    #: Derived rates, written to JSON beside the fields (`tasks.records.to_json`).
-    __json_extra__: ClassVar[tuple[str, ...]] = (
-        "positions_per_s",
-        "simulations_per_s",
-        "evaluations_per_s",
-    )
-
-    @property
-    def positions_per_s(self) -> float:
-        return self.positions / max(self.seconds, 1e-9)
-
-    @property
-    def simulations_per_s(self) -> float:
-        return self.simulations / max(self.seconds, 1e-9)
-
-    @property
-    def evaluations_per_s(self) -> float:
-        return self.evaluations / max(self.seconds, 1e-9)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (paths as strings, rates included)."""
-        from tasks.records import to_json
-
-        return to_json(self)
 
 
 def load_model(cfg: Config, model: str | os.PathLike[str] | None, seed: int) -> tuple[
@@ -248,3 +212,94 @@ class _Writer:
         path = self.out / "sgf" / f"{self.game_id(r)}.sgf"
         write_bytes(path, data)
         self.sgfs.append(path)
+
+
+def play_spec(
+    cfg: Config,
+    project: Path,
+    spec: WorkerSpec,
+    out: Path | None = None,
+    progress: Callable[[WorkerProgress], None] | None = None,
+) -> WorkerResult:
+    """Play a worker spec's games (`run_worker`) into ``out`` (default: its own folder):
+    what the pipeline runs and what reproduction replays into a scratch folder."""
+    return run_worker(
+        with_v_resign(cfg, spec.v_resign),
+        project / spec.champion,
+        out or project / spec.folder,
+        games=spec.games,
+        seed=spec.seed,
+        iteration=spec.iteration,
+        worker=spec.worker,
+        progress=progress,
+    )
+
+
+@task(
+    name="selfplay-worker",
+    task_run_name="selfplay-i{spec.iteration}-w{spec.worker}",
+    **IO_RETRIES,
+)
+@resumable(Stage.SELFPLAY, WorkerRecord)
+def selfplay_worker(cfg: Config, layout: RunLayout, spec: WorkerSpec) -> WorkerRecord:
+    """Play one worker's games into its folder (or find them played): `play_spec`."""
+    out = layout.project / spec.folder
+    reset_dir(out)  # a killed worker's shards are replaced, never appended to
+    started = time.perf_counter()
+    set_threads(torch_threads(os.cpu_count() or 1, cfg.selfplay.workers))
+    show = reporting(Stage.SELFPLAY, f"iter {spec.iteration} self-play w{spec.worker} (games)")
+    result = play_spec(cfg, layout.project, spec, progress=lambda p: show(p.games, p.games_total))
+    relative = dataclasses.replace(
+        result,
+        shards=[Path(layout.rel(p)) for p in result.shards],
+        sgfs=[Path(layout.rel(p)) for p in result.sgfs],
+    )
+    # Where it ran: a Dask worker's process on a cluster, the flow's own process locally.
+    return WorkerRecord(
+        worker=relative,
+        seconds=time.perf_counter() - started,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+    )
+
+
+_SUMMED = (
+    "games",
+    "positions",
+    "simulations",
+    "evaluations",
+    "resigned_games",
+    "resign_disabled_games",
+    "false_positives",
+)
+
+
+@task(name="calibrate-resign", task_run_name="calibrate-resign-i{iteration}")
+def calibrate(
+    workers: list[WorkerRecord],
+    iteration: int,
+    v_resign_used: float | None,
+    fp_target: float,
+    hashes: dict[str, str],
+) -> SelfplayRecord:
+    """The self-play totals over an iteration's workers, and the v_resign for the next one
+    (`tabula.resign.calibrate_samples` over the workers' resign-disabled games)."""
+    totals = {k: sum(getattr(w.worker, k) for w in workers) for k in _SUMMED}
+    seconds = max((w.seconds for w in workers), default=0.0) or 1e-9
+    games = max(totals["games"], 1)
+    samples = [s for w in workers for s in w.worker.resign_samples]
+    threshold = workers[0].worker.v_resign if workers else None
+    v_next, fp_rate = calibrate_samples(samples, threshold, target=fp_target)
+    return SelfplayRecord(
+        **totals,
+        mean_game_length=totals["positions"] / games,
+        resign_rate=totals["resigned_games"] / games,
+        positions_per_s=totals["positions"] / seconds,
+        simulations_per_s=totals["simulations"] / seconds,
+        evaluations_per_s=totals["evaluations"] / seconds,
+        v_resign_next=v_next,
+        false_positive_rate=fp_rate,
+        v_resign_used=v_resign_used,
+        hashes=hashes,
+        seconds=max(w.seconds for w in workers),
+    )

@@ -203,18 +203,6 @@ def log_metrics(client, run_id: str, metrics: Mapping[str, float], step: int) ->
         client.log_batch(run_id, metrics=batch[start : start + 500])
 
 
-def log_metric_series(client, run_id: str, series: Mapping[str, list[tuple[int, float]]]) -> None:
-    """Log whole series at once: ``{name: [(step, value), ...]}``."""
-    import time
-
-    from mlflow.entities import Metric
-
-    now = int(time.time() * 1000)
-    batch = [Metric(k, float(v), now, int(s)) for k, pts in series.items() for s, v in pts]
-    for start in range(0, len(batch), 500):
-        client.log_batch(run_id, metrics=batch[start : start + 500])
-
-
 def log_dataset(
     client, run_id: str, name: str, dvc_path: str, digest: str, context: str = "training"
 ) -> None:
@@ -276,7 +264,7 @@ def save_pytorch_model(checkpoint: Path, folder: Path, lineage: Mapping[str, str
     import torch
     from mlflow.models import infer_signature
 
-    from model.network import load_checkpoint
+    from model.checkpoint import load_checkpoint
     from tabula.features import HISTORY, planes
 
     net, _ = load_checkpoint(checkpoint)

@@ -1,6 +1,7 @@
-"""One training stage: continue the latest network on the current data window, export it.
+"""The training stage: continue the latest network on the current data window, export it;
+its Prefect task checks the window against its recorded hashes first.
 
-``train_stage`` is a plain function (the Prefect task in ``tasks.stages`` and ``tabula train``
+``train_stage`` is a plain function (its Prefect task below and ``tabula train``
 call it). It
 
 1. validates every shard of the window (a bad one fails with its name before any step),
@@ -21,36 +22,44 @@ With ``training.deterministic`` the same inputs and seed give bit-identical weig
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
-import subprocess
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from prefect import task
 from pytorch_lightning.callbacks import Callback, TQDMProgressBar
 from pytorch_lightning.loggers import MLFlowLogger
 
-from model.datamodule import ShardDataModule
-from model.evaluator import native_bf16
-from model.files import atomic_path, file_sha256
-from model.network import (
+from model.checkpoint import (
     CheckpointError,
-    config_network_args,
+    CheckpointLineage,
+    FileRef,
+    ShardRef,
     load_checkpoint,
-    network_args,
     save_checkpoint,
-    weights_sha256,
 )
+from model.datamodule import ShardDataModule
+from model.evaluator import native_bf16, set_threads
+from model.files import atomic_path, file_sha256
+from model.network import config_network_args, network_args, weights_sha256
 from model.system import AlphaZeroSystem, lr_at
 from tabula.config import Config
 from tabula.errors import TabulaError
+from tabula.plan import TrainSpec, torch_threads
+from tasks.retry import IO_RETRIES
+from tasks.run.layout import RunLayout, reset_dir
+from tasks.run.markers import finished
+from tasks.run.records import SelfplayRecord, Stage, Trained, TrainResult
+from tasks.versioning import code_commit, status
+from tasks.watch import reporting
 
 CKPT_NAME = "train.ckpt"
 #: Steps between logged metrics (losses are means over the window; see model.system).
@@ -59,41 +68,6 @@ LOG_EVERY_N_STEPS = 10
 
 class TrainError(TabulaError, ValueError):
     """A training stage cannot start: bad ``init``, a network that does not fit; one line."""
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What a stage produced: paths and hashes, never tensors.
-
-    ``global_step`` counts optimizer steps of the whole run (the schedule's clock); the losses
-    are means over the last logging window; ``samples_per_s`` is over the whole stage.
-    ``lr_boundaries``: the schedule's drops as this stage used them (global steps; empty in
-    records written before they were recorded); ``lr``: the rate of its last step; ``bf16``:
-    whether it trained under bf16 autocast (None: not recorded, the config's bool).
-    """
-
-    model: Path
-    ckpt: Path
-    global_step: int
-    steps: int
-    seed: int
-    loss: float
-    value_loss: float
-    policy_loss: float
-    l2_loss: float
-    weights_sha256: str
-    samples_per_s: float
-    positions: int
-    games: int
-    lr_boundaries: tuple[int, ...] = ()
-    lr: float | None = None
-    bf16: bool | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready (paths as strings)."""
-        from tasks.records import to_json
-
-        return to_json(self)
 
 
 class _BorrowedRunLogger(MLFlowLogger):
@@ -148,22 +122,6 @@ def _save_trainer(trainer: pl.Trainer, path: Path) -> None:
     with atomic_path(path) as tmp:
         # weights_only=False here means "with optimizer and loop state", what a resume needs.
         trainer.save_checkpoint(tmp, weights_only=False)
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            cwd=Path(__file__).resolve().parent,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() or None
 
 
 def _read_init(init: Path, cfg: Config) -> tuple[str, dict[str, Any]]:
@@ -293,34 +251,36 @@ def _lineage(
     seed: int,
     steps: int,
     model_id: str | None,
-) -> dict[str, Any]:
+    project: Path | None,
+) -> CheckpointLineage:
     window = dm.window
     assert window is not None
-    return {
-        "model_id": model_id,
-        "parent": None if init is None else {"path": str(init), "sha256": file_sha256(init)},
-        "shards": [
-            {"path": str(p), "sha256": file_sha256(p), "used": p in window.used}
-            for p in window.shards
-        ],
-        "window": {
+
+    def rel(path: Path) -> str:
+        return str(path.resolve().relative_to(project.resolve()) if project else path)
+
+    return CheckpointLineage(
+        model_id=model_id,
+        seed=seed,
+        global_step=system.run_step,
+        parent=None if init is None else FileRef(rel(init), file_sha256(init)),
+        shards=tuple(ShardRef(rel(p), file_sha256(p), p in window.used) for p in window.shards),
+        window={
             "positions": len(window),
             "games": window.games,
             "iterations": list(window.iterations),
             "dropped_games": window.dropped_games,
         },
-        "seed": seed,
-        "steps": steps,
-        "global_step": system.run_step,
-        "lr_boundaries": list(system.hparams["lr_boundaries"]),
-        "losses": dict(system.final_losses),
-        "config": cfg.model_dump(mode="json"),
-        "code_commit": _git_commit(),
+        steps=steps,
+        lr_boundaries=tuple(int(b) for b in system.hparams["lr_boundaries"]),
+        losses=dict(system.final_losses),
+        config=cfg.model_dump(mode="json"),
+        code_commit=code_commit(),
         # Bit-identical rebuilds need the same torch build and intra-op thread count.
-        "torch_threads": torch.get_num_threads(),
-        "torch": str(torch.__version__),
-        "lightning": str(pl.__version__),
-    }
+        torch_threads=torch.get_num_threads(),
+        torch=str(torch.__version__),
+        lightning=str(pl.__version__),
+    )
 
 
 def train_stage(
@@ -339,6 +299,7 @@ def train_stage(
     on_step: Callable[[int, int], None] | None = None,
     lr_boundaries: Sequence[int] | None = None,
     bf16: bool | None = None,
+    project: Path | None = None,
 ) -> TrainResult:
     """Train ``steps`` steps on the window of ``data`` (shard files/folders) from ``init``.
 
@@ -351,7 +312,8 @@ def train_stage(
     ``train.ckpt`` beside ``out``). Metrics go to MLflow run ``mlflow_run_id`` (or a new run)
     when ``tracking_uri`` is given; ``on_step(done, steps)`` after every step. Raises
     ``ShardError``/``DataWindowError`` for bad data and ``TrainError`` for a bad ``init``, all
-    before the first step.
+    before the first step. project: the folder the lineage's paths are relative to (the
+    pipeline's project; default: the paths as given).
     """
     if steps < 1:
         raise TrainError(f"steps must be >= 1 (got {steps})")
@@ -385,7 +347,8 @@ def train_stage(
         trainer.fit(system, datamodule=dm, ckpt_path=resume, weights_only=True)
         seconds = time.perf_counter() - started
         _save_trainer(trainer, ckpt)
-    save_checkpoint(out, system.net, _lineage(cfg, init, dm, system, seed, steps, model_id))
+    lineage = _lineage(cfg, init, dm, system, seed, steps, model_id, project)
+    save_checkpoint(out, system.net, lineage)
     assert dm.window is not None
     losses = system.final_losses
     return TrainResult(
@@ -406,3 +369,102 @@ def train_stage(
         lr=lr_at(system.run_step - 1, system.hparams["lr_boundaries"], t.lr_values),
         bf16=bf16,
     )
+
+
+def window_hashes(layout: RunLayout, window: tuple[str, ...]) -> dict[str, str]:
+    """Each self-play directory of a window -> the DVC hash its own iteration recorded."""
+    hashes = {}
+    for rel in window:
+        i = int(Path(rel).parent.name.removeprefix("iter-"))
+        done = finished(layout, i, Stage.SELFPLAY, SelfplayRecord)
+        hashes[rel] = "" if done is None else done.hashes.get(rel, "")
+    return hashes
+
+
+def training_init(layout: RunLayout, parent: int) -> Path:
+    """What training continues from: the parent's Lightning checkpoint (weights, optimizer and
+    loop state) when it has one, else its exported model (iteration 0, the random network)."""
+    ckpt = layout.trainer_ckpt(parent)
+    return ckpt if parent > 0 and ckpt.exists() else layout.model(parent)
+
+
+@task(name="train", task_run_name="train-i{spec.iteration}", **IO_RETRIES)
+def train(
+    cfg: Config,
+    layout: RunLayout,
+    spec: TrainSpec,
+    mlflow_run_id: str | None,
+    tracking_uri: str | None,
+    threads: int | None = None,
+    model_dir: Path | None = None,
+) -> Trained:
+    """Train ``spec`` (`training_init` of its parent, its window, seed, steps, rate schedule
+    and precision) and export ``iter-N/model`` (or ``model_dir``: reproduction retrains into a
+    scratch folder) on ``threads`` torch threads (default: one per core; reproduction passes
+    the recorded count). Paths in the result are project-relative.
+
+    The window is checked against its recorded DVC hashes first (``verify_window``).
+    """
+    i = spec.iteration
+    verify_window(layout, list(spec.window))
+    out = model_dir or layout.model_dir(i)
+    reset_dir(out)
+    threads = threads or torch_threads(os.cpu_count() or 1)
+    set_threads(threads)
+    started = time.perf_counter()
+    show = reporting(Stage.TRAIN, f"iter {i} training (steps)")
+    result = train_stage(
+        cfg,
+        [layout.project / w for w in spec.window],
+        out / layout.model(i).name,
+        init=training_init(layout, spec.parent),
+        steps=spec.steps,
+        seed=spec.seed,
+        mlflow_run_id=mlflow_run_id,
+        tracking_uri=tracking_uri,
+        progress=False,
+        model_id=layout.model_id(i),
+        on_step=show,
+        lr_boundaries=list(spec.lr_boundaries),
+        bf16=spec.bf16,
+        project=layout.project,
+    )
+    relative = dataclasses.replace(
+        result, model=Path(layout.rel(result.model)), ckpt=Path(layout.rel(result.ckpt))
+    )
+    return Trained(result=relative, seconds=time.perf_counter() - started, threads=threads)
+
+
+class WindowChangedError(TabulaError, ValueError):
+    """A self-play directory of the training window is not what its stage recorded; one line."""
+
+
+def verify_window(layout: RunLayout, window: list[str]) -> None:
+    """Refuse a training window whose data differs from the DVC hashes recorded for it.
+
+    Each directory of ``window`` (project-relative ``.../iter-J/selfplay``) must still match
+    the ``selfplay`` output in ``iter-J/dvc.lock``: a shard truncated, bit-flipped, removed,
+    added or replaced changes the hash (the datamodule's per-shard checks cannot see a removed
+    shard). Raises ``ShardError`` naming the file when a shard of a changed directory is corrupt,
+    else ``WindowChangedError`` naming the directory; nothing is trained on a changed window.
+    """
+    from model.shards import validate_shard
+
+    targets = {f"{Path(w).parent / 'dvc.yaml'}:selfplay": w for w in window}
+    for target, entries in status(layout.project, list(targets)).items():
+        changed = {
+            k: v
+            for e in entries
+            if isinstance(e, dict)
+            for k, v in e.get("changed outs", {}).items()
+        }
+        if not changed or target not in targets:
+            continue
+        rel = targets[target]
+        for shard in sorted((layout.project / rel).rglob("*.parquet")):
+            validate_shard(shard)  # a corrupt shard is named by its own check
+        raise WindowChangedError(
+            f"{rel}: {', '.join(sorted(set(changed.values())))} since "
+            f"{Path(rel).parent / 'dvc.lock'} recorded it (a shard removed, added or replaced); "
+            f"restore it with `dvc checkout {target}` before training"
+        )

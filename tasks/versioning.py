@@ -46,6 +46,10 @@ _GIT_IDENTITY = {
 }
 
 
+#: The checkout this code runs from (the code whose commit lineage records).
+SOURCE_DIR = Path(__file__).resolve().parents[1]
+
+
 class VersioningError(TabulaError):
     """DVC or git refused an operation; the message names it."""
 
@@ -66,8 +70,10 @@ def is_git_repo(project: Path) -> bool:
     return proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == project.resolve()
 
 
-def code_commit(source_dir: Path) -> str:
-    """The git commit of the code at ``source_dir``, with ``-dirty`` when files differ."""
+def code_commit(source_dir: Path = SOURCE_DIR) -> str:
+    """The git commit of the code at ``source_dir`` (default: this checkout), with ``-dirty``
+    when tracked files differ; "unknown" outside a git checkout. The one answer every record
+    gives: checkpoint lineage, MLflow tags, run-branch commit messages."""
     try:
         sha = _git(source_dir, "rev-parse", "HEAD")
         dirty = _git(source_dir, "status", "--porcelain", "--untracked-files=no")

@@ -23,8 +23,8 @@ from pathlib import Path
 import yaml
 
 from tasks import tracking, versioning
-from tasks.layout import RunLayout, read_json
-from tasks.resume import KILL_AT
+from tasks.run.faults import KILL_AT
+from tasks.run.layout import RunLayout, read_json
 from tests.conftest import TINY
 
 TABULA = str(Path(sys.executable).parent / "tabula")
@@ -69,7 +69,7 @@ def start(
 ) -> Run:
     """Start ``tabula run`` with TINY and GATED (and the overrides ``extra``, the environment
     variables ``env``); ``preexec`` runs in the child before it starts; ``kill_at``: the point
-    where the run kills itself (``tasks.resume.KILL_AT``, test-only)."""
+    where the run kills itself (``tasks.run.faults.KILL_AT``, test-only)."""
     args = [TABULA, "run", "--iterations", str(iterations)]
     for item in [*TINY, *GATED, *(extra or [])]:
         args += ["--set", item]

@@ -55,8 +55,8 @@ def test_usage_error_is_also_a_value_error() -> None:
 
 def test_every_expected_failure_derives_from_tabula_error() -> None:
     from cli.ui import UiError
+    from model.checkpoint import CheckpointError
     from model.datamodule import DataWindowError
-    from model.network import CheckpointError
     from model.shards import ShardError
     from tabula.arena import ArenaError
     from tabula.config import ConfigError
@@ -65,12 +65,11 @@ def test_every_expected_failure_derives_from_tabula_error() -> None:
     from tabula.go.coords import CoordinateError
     from tabula.go.game import IllegalMoveError
     from tabula.sgf import SgfError
-    from tasks.layout import RunLockedError
-    from tasks.match import MatchError
+    from tasks.evaluate import MatchError
     from tasks.players import PlayerSpecError
-    from tasks.ratings import ResultsStoreError
-    from tasks.stages import WindowChangedError
-    from tasks.train import TrainError
+    from tasks.run.layout import RunLockedError
+    from tasks.run.results import ResultsStoreError
+    from tasks.train import TrainError, WindowChangedError
     from tasks.versioning import VersioningError
 
     expected = [ArenaError, CheckpointError, ConfigError, CoordinateError, DataWindowError]

@@ -1,6 +1,9 @@
-"""The one-way import rule of DESIGN.md: tabula <- model <- tasks <- flows <- cli.
+"""The one-way import rule (docs/design.md): tabula <- model <- tasks <- flows <- cli, and no
+import circle anywhere, inside a layer too (function-level imports counted).
 
-Also: no module does work at import time (importing everything creates no file or folder).
+Also: the run on disk (``tasks/run/``) loads none of the heavy systems, so ``tabula status``
+and whatever reads a marker imports no torch; no module does work at import time (importing
+everything creates no file or folder).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ FORBIDDEN_LIBS = {
     "flows": {"mlflow", "dvc"},  # only tasks/ touches MLflow and DVC
     "cli": set(),
 }
+#: What the run on disk (tasks/run/) never loads, directly or through what it imports.
+HEAVY = {"torch", "pytorch_lightning", "lightning", "prefect", "mlflow", "dvc", "dask"}
 
 
 def _modules(layer: str) -> list[Path]:
@@ -61,6 +66,99 @@ def test_imports_point_one_way(layer: str) -> None:
         if bad:
             violations.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
     assert not violations, "layering broken:\n" + "\n".join(violations)
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _project_imports(path: Path, known: set[str]) -> set[str]:
+    """The project modules ``path`` imports anywhere in it (functions included): for
+    ``from a.b import c`` the module ``a.b.c`` when it is one, else ``a.b``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+            names = [n for n in names[:-1] if n in known] or [node.module]
+        else:
+            continue
+        found.update(n for n in names if n in known)
+    return found
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` with more than one module, or a module
+    that imports itself (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph[v]:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {_module_name(p): p for layer in LAYERS for p in _modules(layer)}
+    paths.update({_module_name(p): p for p in sorted((ROOT / "bench").glob("*.py"))})
+    known = set(paths)
+    return {name: _project_imports(path, known) - {name} for name, path in paths.items()}
+
+
+def test_no_import_circles() -> None:
+    circles = _circles(_graph())
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_sees_a_circle_inside_a_layer() -> None:
+    graph = {"tasks.a": {"tasks.b"}, "tasks.b": {"tasks.c"}, "tasks.c": {"tasks.a"}, "x": set()}
+    assert _circles(graph) == [["tasks.a", "tasks.b", "tasks.c"]]
+    known = {"tasks.run.records", "tasks.selfplay"}
+    code = "def f():\n    from tasks.selfplay import run_worker\n"
+    probe = ROOT / "tests" / ".probe_imports.py"
+    try:
+        probe.write_text(code)
+        assert _project_imports(probe, known) == {"tasks.selfplay"}  # a function-level import
+    finally:
+        probe.unlink()
+
+
+def test_the_run_on_disk_imports_nothing_heavy() -> None:
+    bad = []
+    for path in sorted((ROOT / "tasks" / "run").glob("*.py")):
+        direct = _imported_roots(path) & HEAVY
+        inside = {m for m in _project_imports(path, set(_graph())) if not m.startswith("tasks.run")}
+        if direct or inside - {"model.files", "tabula.elo", "tabula.errors", "tabula.arena",
+                               "tabula.gating"}:  # fmt: skip
+            bad.append(f"{path.relative_to(ROOT)} imports {sorted(direct | inside)}")
+    assert not bad, "\n".join(bad)
 
 
 def test_layers_exist() -> None:

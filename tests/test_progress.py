@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tasks.progress import counter, report, showing
+from tasks.run.records import Stage
+from tasks.watch import counting, report, showing
 
 
 def test_reports_reach_the_display_only_inside_showing() -> None:
@@ -14,10 +15,10 @@ def test_reports_reach_the_display_only_inside_showing() -> None:
     assert seen == [("iter 1 training (steps)", 3, 10)]
 
 
-def test_counter_reports_one_more_per_event() -> None:
+def test_counting_reports_one_more_per_event() -> None:
     seen: list[tuple[str, int, int]] = []
     with showing(lambda *a: seen.append(a)):
-        one = counter("iter 2 gate (games)", 3)
+        one = counting(Stage.EVALUATE, "iter 2 gate (games)", 3)
         for record in ("a", "b", "c"):
             one(record)
     assert seen == [("iter 2 gate (games)", k, 3) for k in (1, 2, 3)]

@@ -5,7 +5,8 @@ search all use the **flat index** ``i = row*N + col``; the other systems exist o
 edges (GTP for people and engines, SGF for files). Pass is the flat index ``M``, so a policy
 over moves has length ``M + 1``.
 
-- **flat**: ``0 .. M-1`` for points, ``M`` for pass.
+- **flat**: ``0 .. M-1`` for points, ``M`` for pass; a player that gives up answers
+  ``RESIGN`` (-1), which names no point and is never played on a board.
 - **(row, col)**: row 0 is the TOP row, col 0 the LEFT column (numpy ``board[row, col]``).
 - **GTP**: column letter ``A..T`` skipping ``I``, then the row number counted from the
   BOTTOM (``N - row``); ``"pass"`` for pass. Case-insensitive on input, upper case on output.
@@ -36,6 +37,7 @@ GTP_COLUMNS = "ABCDEFGHJKLMNOPQRST"  # no 'I', by GTP convention (readability on
 SGF_LETTERS = "abcdefghijklmnopqrs"
 MIN_SIZE = 5
 MAX_SIZE = 19
+RESIGN = -1  # a player's answer that resigns the game: not a move (pass is M)
 
 
 class CoordinateError(TabulaError, ValueError):

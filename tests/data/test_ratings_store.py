@@ -1,4 +1,4 @@
-"""The results store (tasks.ratings): round trip, atomic writes, aborts, the table, the plot."""
+"""The results store (tasks.run.results): round trip, atomic writes, aborts, the table, the plot."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from tasks.ratings import (
+from tasks.run.results import (
     COLUMNS,
     ResultsStoreError,
     append_results,
     load_results,
-    plot_elo_curve,
     ratings_table,
     results_from_rows,
 )
+from tasks.watch import plot_elo_curve
 
 
 def row(match: str, game: int | None, black: str, white: str, winner: int | None, **extra) -> dict:

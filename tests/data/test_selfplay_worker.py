@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from model.network import CheckpointError, make_network, save_checkpoint
+from model.checkpoint import CheckpointError, save_checkpoint
+from model.network import make_network
 from model.shards import read_shard, validate_shard
 from tabula.config import load_config
 from tabula.go.game import Game

@@ -20,8 +20,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from model.datamodule import synthetic_records
-from model.network import CheckpointError, load_checkpoint, make_network, save_checkpoint
+from model.network import make_network
 from model.shards import write_shard
 from tabula.gtp import GtpEngine, preprocess
 from tabula.players import RandomPlayer

@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from tasks import tracking
-from tasks.layout import RunLayout, read_json
-from tasks.stages import WindowChangedError, verify_window
+from tasks.run.layout import RunLayout, read_json
+from tasks.train import WindowChangedError, verify_window
 from tests import pipeline_runs as runs
 from tests.pipeline_runs import RUN
 from tests.repos import make_user_repo
@@ -40,7 +40,7 @@ SEED = 2017
 TRIALS = 5
 PARALLEL = 2  # trials at once, one per core
 # Second kill of each trial, inside a stage (trial k, ordered by its random kill time, gets
-# KINDS[k], or the first later kind still ahead of it): the kill points of tasks.resume, in
+# KINDS[k], or the first later kind still ahead of it): the kill points of tasks.run.faults, in
 # the order a run reaches them, so each trial's stage is still ahead after its random kill.
 KINDS = ("selfplay", "dvc", "train", "evaluate", "lineage")
 FSIZE_LIMIT = 1024  # bytes: any shard (a few KiB) is past it, so self-play cannot write one
@@ -110,7 +110,7 @@ def _trial(
 ) -> dict:
     """Kill at ``fraction`` of the reference's wall time, then inside a stage, then finish.
 
-    The second kill is the run's own (``TABULA_KILL_AT``, test-only: ``tasks.resume``) at the
+    The second kill is the run's own (``TABULA_KILL_AT``, test-only: `tasks.run.faults`) at the
     first point of the stage in this run: a self-play game, a DVC commit and push before its
     stage is marked, a training step, a gate or anchor game, or the lineage commit; so it lands
     inside that stage however busy the machine is.

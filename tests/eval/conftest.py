@@ -47,7 +47,8 @@ def one_torch_thread() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory, one_torch_thread: None) -> Path:
     """A freshly initialised 1-block, 8-filter 5x5 network (its raw policy passes early)."""
-    from model.network import make_network, save_checkpoint
+    from model.checkpoint import save_checkpoint
+    from model.network import make_network
 
     path = tmp_path_factory.mktemp("ckpt") / "tiny.pt"
     net = make_network(5, blocks=1, filters=8, seed=0, value_hidden=16)

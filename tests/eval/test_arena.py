@@ -1,4 +1,4 @@
-"""The arena (tabula.arena) and the match/gate stage (tasks.match): real players, real rules.
+"""The arena (tabula.arena) and the match/gate stage (tasks.evaluate): real players, real rules.
 
 Players here are the project's own (random, raw network, MCTS) plus two tiny test players
 written against the public Player protocol: a deterministic one and a scripted one that
@@ -25,13 +25,13 @@ from tabula.arena import (
     summarize,
 )
 from tabula.config import Config
+from tabula.go.coords import RESIGN
 from tabula.go.game import Game
-from tabula.gtp import RESIGN
 from tabula.openings import opening_set
 from tabula.players import RandomPlayer, SequentialPlayer, own_eyes
 from tabula.sgf import read_sgf, replay
-from tasks.match import GATE_FILE, MatchError, run_gate, run_match, sgf_result
-from tasks.ratings import load_results
+from tasks.evaluate import GATE_FILE, MatchError, run_gate, run_match, sgf_result
+from tasks.run.results import load_results
 
 
 class FirstLegalPlayer:
@@ -228,7 +228,7 @@ def test_sgf_results() -> None:
     assert sgf_result(outcomes[0]) == "Void"
 
 
-# -- tasks.match ------------------------------------------------------------------------
+# -- tasks.evaluate ------------------------------------------------------------------------
 
 
 def test_run_match_writes_sgf_and_the_results_store(tmp_path: Path, cfg5: Config) -> None:

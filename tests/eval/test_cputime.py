@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.cputime import run_measured
+from tasks.run.cputime import run_measured
 
 BURN = """
 import subprocess, sys, time

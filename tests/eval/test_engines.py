@@ -18,7 +18,7 @@ from tabula.config import Config
 from tabula.go.game import Game
 from tabula.ladder import engine_name
 from tasks.engines import GtpPlayer
-from tasks.match import run_match
+from tasks.evaluate import run_match
 from tasks.players import make_player
 
 

@@ -1,4 +1,4 @@
-"""Player specs (tasks.players) and the network players they build (model.players).
+"""Player specs (tasks.players) and the network players they build (tabula.players).
 
 A spec names a player everywhere (CLI, config, pipeline); bad ones fail with one line. The
 network players must play legal, reproducible games and answer GTP genmove in either colour.
@@ -15,9 +15,9 @@ from tabula.arena import ArenaError, play_match
 from tabula.config import Config, load_config
 from tabula.go.game import Game
 from tabula.gtp import GtpEngine
-from tasks.match import run_match
+from tasks.evaluate import run_match
 from tasks.players import PlayerSpecError, make_player
-from tasks.ratings import load_results
+from tasks.run.results import load_results
 
 # -- the spec grammar ---------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import pytest
 
 from bench.strength_report import extrapolate, extrapolation_line
 from tabula.ladder import GNUGO_ELO_9X9
-from tasks.cputime import CORE_HOUR
+from tasks.run.cputime import CORE_HOUR
 
 ANCHORS = {f"gnugo-l{level}": elo for level, elo in GNUGO_ELO_9X9.items()}
 

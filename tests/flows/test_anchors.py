@@ -15,10 +15,10 @@ from tabula.ladder import elo_scale, fixed_elos
 from tabula.openings import OPENINGS_SEED, opening_set
 from tabula.sgf import read_sgf, replay
 from tasks import tracking
-from tasks.layout import RunLayout
-from tasks.records import EvaluationRecord, Stage
-from tasks.resume import finished
-from tasks.stages import anchors_to_play
+from tasks.evaluate import anchors_to_play
+from tasks.run.layout import RunLayout
+from tasks.run.markers import finished
+from tasks.run.records import EvaluationRecord, Stage
 from tests.conftest import TINY
 
 GNUGO = shutil.which("gnugo") or shutil.which("gnugo", path="/usr/games")

@@ -23,7 +23,7 @@ import yaml
 from flows.pipeline import run_pipeline
 from tabula.config import Config
 from tasks import tracking, versioning
-from tasks.layout import RunLayout, read_json
+from tasks.run.layout import RunLayout, read_json
 from tests.conftest import TINY
 from tests.repos import make_user_repo
 

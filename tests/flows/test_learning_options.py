@@ -11,13 +11,14 @@ import pytest
 
 from flows.pipeline import run_pipeline
 from flows.reproduce import reproduce
-from model.network import GlobalPoolingBlock, load_checkpoint
+from model.checkpoint import load_checkpoint
+from model.network import GlobalPoolingBlock
 from model.shards import read_shard, read_shard_info
 from tabula.config import load_config
 from tasks import tracking
-from tasks.layout import RunLayout
-from tasks.records import SelfplayRecord, Stage, TrainRecord
-from tasks.resume import champion, finished, read_record
+from tasks.run.layout import RunLayout
+from tasks.run.markers import champion, finished, read_record
+from tasks.run.records import SelfplayRecord, Stage, TrainRecord
 from tests.conftest import TINY
 from tests.pipeline_runs import GATED
 

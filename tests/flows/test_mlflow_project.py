@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 import torch
 
+from model.checkpoint import load_checkpoint
 from model.files import file_sha256
-from model.network import load_checkpoint, weights_sha256
+from model.network import weights_sha256
 from tabula.errors import UsageError
 from tabula.features import NUM_PLANES
 from tasks import tracking
-from tasks.layout import RunLayout
-from tasks.resume import champion
+from tasks.run.layout import RunLayout
+from tasks.run.markers import champion
 from tests import pipeline_runs as runs
 from tests.repos import make_user_repo
 

@@ -12,7 +12,7 @@ import pytest
 from flows.pipeline import closed_row, run_pipeline
 from tabula.config import config_to_flat_dict, parse_config
 from tasks import tracking, versioning
-from tasks.layout import RunLayout, RunLock, RunLockedError
+from tasks.run.layout import RunLayout, RunLock, RunLockedError
 
 pytestmark = pytest.mark.slow
 

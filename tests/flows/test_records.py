@@ -17,23 +17,21 @@ import pytest
 from tabula.config import load_config
 from tabula.gating import GateDecision
 from tabula.plan import IterationPlan, plan_iteration
-from tasks.layout import RunLayout
-from tasks.records import (
-    FLAT,
+from tasks.run.codec import FLAT, RecordError, from_json, to_json
+from tasks.run.faults import KILL_AT, kill_point
+from tasks.run.layout import RunLayout
+from tasks.run.markers import finished, read_record, resumable
+from tasks.run.records import (
     AnchorRecord,
     Champion,
     EvaluationRecord,
     InitRecord,
     PromotionRecord,
-    RecordError,
     SelfplayRecord,
     Stage,
     TrainRecord,
     WorkerRecord,
-    from_json,
-    to_json,
 )
-from tasks.resume import KILL_AT, finished, kill_point, read_record, resumable
 from tests.conftest import TINY
 
 #: Markers written by a two-worker TINY run before there were typed records (``git show
@@ -193,7 +191,7 @@ def test_kill_point_does_nothing_unless_the_variable_names_it(monkeypatch):
 def test_kill_point_kills_the_process_at_the_nth_visit(tmp_path):
     code = (
         "import sys\n"
-        "from tasks.resume import kill_point\n"
+        "from tasks.run.faults import kill_point\n"
         "for k in range(1, 6):\n"
         "    kill_point('selfplay')\n"
         "    print(k, flush=True)\n"

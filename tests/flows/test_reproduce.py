@@ -10,7 +10,7 @@ import pytest
 from flows.pipeline import run_pipeline
 from flows.reproduce import reproduce
 from tasks import tracking
-from tasks.layout import RunLayout
+from tasks.run.layout import RunLayout
 
 pytestmark = pytest.mark.slow
 

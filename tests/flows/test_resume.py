@@ -12,7 +12,7 @@ import pytest
 
 from flows.pipeline import run_pipeline
 from tasks import tracking
-from tasks.layout import RunLayout
+from tasks.run.layout import RunLayout
 from tests import pipeline_runs as runs
 
 pytestmark = pytest.mark.slow

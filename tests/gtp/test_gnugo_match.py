@@ -14,9 +14,9 @@ import pytest
 from tabula.config import load_config
 from tabula.go.game import Game
 from tabula.sgf import read_sgf, replay
-from tasks.match import run_match, sgf_result
+from tasks.evaluate import run_match, sgf_result
 from tasks.players import make_player
-from tasks.ratings import load_results
+from tasks.run.results import load_results
 
 GNUGO = shutil.which("gnugo") or shutil.which("gnugo", path="/usr/games")
 pytestmark = [

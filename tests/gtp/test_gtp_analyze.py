@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from model.network import make_network, save_checkpoint
+from model.checkpoint import save_checkpoint
+from model.network import make_network
 from tabula.analyze import parse_lz_analyze
 from tabula.gtp import GtpEngine, serve
 from tabula.players import RandomPlayer

@@ -7,8 +7,9 @@ from textwrap import dedent
 
 import pytest
 
+from tabula.go.coords import RESIGN
 from tabula.go.game import Game
-from tabula.gtp import RESIGN, GtpEngine, preprocess
+from tabula.gtp import GtpEngine, preprocess
 from tabula.players import RandomPlayer
 
 

@@ -7,13 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.network import (
-    CheckpointError,
-    load_checkpoint,
-    make_network,
-    save_checkpoint,
-    weights_sha256,
-)
+from model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from model.network import make_network, weights_sha256
 
 META = {
     "parent": None,

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from model.checkpoint import load_checkpoint, save_checkpoint
 from model.datamodule import synthetic_records
 from model.files import file_sha256
-from model.network import load_checkpoint, make_network, save_checkpoint, weights_sha256
+from model.network import make_network, weights_sha256
 from model.shards import ShardError, write_shard
 from tabula.config import load_config
 from tasks.train import TrainError, train_stage

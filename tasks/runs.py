@@ -13,9 +13,10 @@ from prefect import task
 
 from tabula.config import Config, config_to_flat_dict
 from tasks import tracking
-from tasks.layout import RunLayout
-from tasks.records import EvaluationRecord, to_json
-from tasks.stages import IO_RETRIES
+from tasks.retry import IO_RETRIES
+from tasks.run.codec import to_json
+from tasks.run.layout import RunLayout
+from tasks.run.records import EvaluationRecord
 
 #: Numbers of a stage record that are not measurements.
 _NOT_METRICS = {"seed", "threads", "pid"}

@@ -1,19 +1,20 @@
-"""Run a match or a gate: players from specs, the arena, SGF files, the results store, evidence.
+"""The evaluation stage: the gate, the anchor matches and the Elo fit, each a Prefect task over
+the match functions here (players from specs, the arena, SGF files, the results store, evidence).
 
 Side effects live here (the arena in `tabula.arena` is pure):
 
 - every game is written as SGF (``<match_id>-<game>.sgf``, temporary name then rename), with
   the result in RE ("B+3.5", "W+R", "B+F" for a win by forfeit, "Void" for an abort) and,
   for games that did not end by score, the reason as the root comment;
-- each finished game is appended to the results store (`tasks.ratings`) at once, so a crash
+- each finished game is appended to the results store (`tasks.run.results`) at once, so a crash
   loses at most the games in progress and ``tabula elo`` sees every finished game;
 - a gate writes its evidence as JSON (``gate.json``): the decision of `tabula.gating.Gate`
   (wins, losses, win rate and its 95% interval, the SPRT statistic when used), the SGF list,
   the duplicate count and every game's result.
 
 Both players are built by `tasks.players.make_player` with seeds derived from ``seed``; GTP
-engine processes are closed at the end, whatever happens. Plain functions: the Prefect task
-wrappers and the CLI call these.
+engine processes are closed at the end, whatever happens. `run_match` and `run_gate` are plain
+functions: the tasks below and the CLI call them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -29,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from prefect import task
 
-from model.files import write_bytes, write_text
+from model.files import write_bytes, write_json, write_text
 from tabula.arena import (
     ArenaError,
     EndReason,
@@ -41,13 +44,19 @@ from tabula.arena import (
 )
 from tabula.config import Config
 from tabula.errors import TabulaError
-from tabula.gating import Gate, GateConfig, GateDecision
-from tabula.openings import Opening
+from tabula.gating import Gate, GateConfig, GateDecision, ungated
+from tabula.ladder import anchor_label, anchor_program, anchor_spec, elo_scale, fixed_elos
+from tabula.openings import Opening, match_openings
 from tabula.sgf import game_to_sgf, result_string
-from tasks.players import Resolver, make_player
-from tasks.ratings import append_results
+from tasks.players import PlayerSpecError, Resolver, make_player, resolve_command
+from tasks.retry import IO_RETRIES
+from tasks.run.codec import from_json
+from tasks.run.layout import RunLayout, reset_dir
+from tasks.run.records import AnchorRecord, Elo, GateRecord, RatingRow, Stage
+from tasks.run.results import append_results, ratings_table
+from tasks.watch import counting, plot_elo_curve
 
-Progress = Callable[["GameRecord"], None]
+Progress = Callable[["PlayedGame"], None]
 GATE_FILE = "gate.json"
 _COLOUR_LETTER = {1: "B", -1: "W"}
 
@@ -57,14 +66,14 @@ class MatchError(TabulaError):
 
 
 @dataclass(frozen=True)
-class GameRecord:
+class PlayedGame:
     """One game of a match as recorded: the arena's outcome and where its SGF went."""
 
     outcome: GameOutcome
     sgf: Path | None
 
     def row(self, match_id: str, iteration: int | None) -> dict[str, Any]:
-        """The results-store row (`tasks.ratings.COLUMNS`)."""
+        """The results-store row (`tasks.run.results.COLUMNS`)."""
         o = self.outcome
         return {
             "match_id": match_id,
@@ -91,7 +100,7 @@ class MatchResult:
     match_id: str
     first: str
     second: str
-    games: tuple[GameRecord, ...]
+    games: tuple[PlayedGame, ...]
     summary: MatchSummary
     sgf_dir: Path | None
     store: Path | None
@@ -184,8 +193,10 @@ def _games(
     start: int = 0,
     seen: dict[tuple[int, ...], int] | None = None,
     openings: Sequence[Opening] | None = None,
-) -> Generator[GameRecord, None, None]:
-    """Play games through the arena, recording each (SGF, store) as it is yielded."""
+    root: Path | None = None,
+) -> Generator[PlayedGame, None, None]:
+    """Play games through the arena, recording each (SGF, store) as it is yielded; an SGF's
+    path is recorded relative to ``root`` when it lies inside it."""
     first, second = session.players
     width = concurrent if concurrent is not None else cfg.selfplay.concurrent_games
     outcomes = play_match(
@@ -203,12 +214,19 @@ def _games(
     try:
         for outcome in outcomes:
             path = write_sgf(outcome, sgf_dir, match_id) if sgf_dir is not None else None
-            record = GameRecord(outcome, path)
+            record = PlayedGame(outcome, None if path is None else _under(path, root))
             if store is not None:
                 append_results(store, [record.row(match_id, iteration)])
             yield record
     finally:
         outcomes.close()
+
+
+def _under(path: Path, root: Path | None) -> Path:
+    """``path`` relative to ``root`` when it lies inside it (a project's files), else as is."""
+    if root is None or not path.is_relative_to(root):
+        return path
+    return path.relative_to(root)
 
 
 def run_match(
@@ -229,18 +247,20 @@ def run_match(
     openings: Sequence[Opening] | None = None,
     start: int = 0,
     player_cfgs: tuple[Config, Config] | None = None,
+    root: Path | None = None,
 ) -> MatchResult:
     """Play `games` games between two player specs (``tabula match --black A --white B``).
 
     The black_spec player is Black in even games; colours alternate unless `alternate` is
     False. Every game goes to ``sgf_dir`` as SGF and to the results ``store`` when given.
     concurrent: games at once (default selfplay.concurrent_games; GTP engines cap it).
-    progress: called with each GameRecord as games finish (in game order).
+    progress: called with each PlayedGame as games finish (in game order).
     openings: game i starts from ``opening_for_game(openings, i)`` (`tabula.openings`).
     start: number of the first game (a match resumed after ``start`` recorded games plays
     games start, start + 1, ...; colours and openings follow the game number).
     player_cfgs: the configs the two players are built with (their search, simulations and
     precision), when they differ; the rules and the match settings are always ``cfg``'s.
+    root: the folder recorded SGF paths are relative to (the project, in a pipeline run).
     Raises PlayerSpecError / CheckpointError for bad specs, ArenaError for bad arguments.
     """
     if games < 1:
@@ -258,7 +278,7 @@ def run_match(
         for record in _games(
             session, games, cfg, sgf_dir=sgf_path, store=store_path, match_id=match_id,
             iteration=iteration, concurrent=concurrent, alternate=alternate,
-            openings=openings, start=start,
+            openings=openings, start=start, root=root,
         ):  # fmt: skip
             records.append(record)
             if progress is not None:
@@ -296,6 +316,7 @@ def run_gate(
     iteration: int | None = None,
     concurrent: int | None = None,
     progress: Progress | None = None,
+    root: Path | None = None,
 ) -> GateDecision:
     """Gate a candidate against the best player; returns the decision, writes the evidence.
 
@@ -304,7 +325,8 @@ def run_gate(
     games in progress at that moment are dropped (not recorded); with the SPRT, at most a
     quarter of the games run at once by default (`concurrent` overrides). Aborted games give
     no result, so more games are played in their place. SGFs go to ``out_dir/sgf``, the evidence to
-    ``out_dir/gate.json``; games also go to the results ``store`` when given.
+    ``out_dir/gate.json``; games also go to the results ``store`` when given, their SGF paths
+    relative to ``root`` (the project, in a pipeline run).
     Raises MatchError if a round of games gives no result at all (every game aborted).
     """
     out = Path(out_dir)
@@ -313,7 +335,7 @@ def run_gate(
         # Games in flight when the SPRT stops are wasted: keep a quarter of the maximum at once.
         concurrent = max(1, min(cfg.selfplay.concurrent_games, gate.config.games // 4))
     session = _Session((candidate_spec, best_spec), (cfg, cfg), seed, resolver)
-    records: list[GameRecord] = []
+    records: list[PlayedGame] = []
     seen: dict[tuple[int, ...], int] = {}
     try:
         candidate, best = (p.name for p in session.players)
@@ -324,7 +346,7 @@ def run_gate(
                 session, needed, cfg, sgf_dir=out / "sgf",
                 store=Path(store) if store is not None else None, match_id=match_id,
                 iteration=iteration, concurrent=concurrent, alternate=True,
-                start=len(records), seen=seen,
+                start=len(records), seen=seen, root=root,
             )  # fmt: skip
             with closing(stream):  # stopping early ends the games in progress now
                 for record in stream:
@@ -350,7 +372,7 @@ def write_evidence(
     config: GateConfig,
     candidate: str,
     best: str,
-    records: list[GameRecord],
+    records: list[PlayedGame],
     match_id: str,
 ) -> None:
     """The gate's evidence as JSON (atomically): the decision, its settings and every game."""
@@ -373,3 +395,122 @@ def write_evidence(
         ],
     }
     write_text(path, json.dumps(evidence, indent=2) + "\n")
+
+
+@task(name="gate", task_run_name="gate-i{iteration}", **IO_RETRIES)
+def gate(cfg: Config, layout: RunLayout, iteration: int, best: int, seed: int) -> GateRecord:
+    """The candidate plays the champion; the decision comes with its evidence. With
+    ``evaluation.gating`` off, no games: the candidate is promoted (`tabula.gating.ungated`)."""
+    out = layout.match(iteration) / "gate"
+    reset_dir(out)
+    started = time.perf_counter()
+    if not cfg.evaluation.gating:
+        decision = ungated()
+        evidence = {
+            "candidate": layout.rel(layout.model(iteration)),
+            "best": layout.rel(layout.model(best)),
+        }
+        write_json(out / "gate.json", evidence | decision.to_dict() | {"games_played": 0})
+        return GateRecord(decision=decision, seconds=time.perf_counter() - started)
+    games = cfg.evaluation.gating_games
+    decision = run_gate(
+        str(layout.model(iteration)),
+        str(layout.model(best)),
+        cfg,
+        out,
+        store=layout.results,
+        seed=seed,
+        iteration=iteration,
+        match_id=f"{layout.run}-i{iteration:04d}-gate",
+        progress=counting(Stage.EVALUATE, f"iter {iteration} gate (games)", games),
+        root=layout.project,
+    )
+    return GateRecord(decision=decision, seconds=time.perf_counter() - started)
+
+
+def anchors_to_play(cfg: Config, iteration: int) -> tuple[list[str], dict[str, str]]:
+    """The anchors iteration ``iteration`` plays, and those it cannot, with why.
+
+    The uniform random player every iteration; the configured anchors (`tabula.ladder`) in
+    iterations divisible by ``evaluation.anchor_every``, each when its program is installed
+    (else skipped, with what to install); none at all when ``anchor_games`` is 0.
+    """
+    evaluation = cfg.evaluation
+    if evaluation.anchor_games == 0:
+        return [], {}
+    play, skipped = ["random"], {}
+    if iteration % evaluation.anchor_every == 0:
+        for name in evaluation.anchors:
+            try:
+                resolve_command(anchor_spec(name).removeprefix("gtp:"))
+            except PlayerSpecError:
+                program = anchor_program(name)
+                install = " (apt-get install gnugo)" if program == "gnugo" else ""
+                skipped[anchor_label(name)] = f"{program} is not installed{install}"
+                continue
+            play.append(name)
+    return play, skipped
+
+
+@task(name="anchor-match", task_run_name="anchor-i{iteration}-{anchor}", **IO_RETRIES)
+def anchor_match(
+    cfg: Config, layout: RunLayout, iteration: int, anchor: str, seed: int
+) -> AnchorRecord:
+    """Games against a fixed anchor (random, a GnuGo level) from seeded openings: its score
+    and mean margin track progress, its fixed Elo grounds the scale (`tabula.ladder`)."""
+    name = anchor_label(anchor)
+    out = layout.match(iteration) / f"vs-{name}"
+    reset_dir(out)
+    started = time.perf_counter()
+    games = cfg.evaluation.anchor_games
+    openings = match_openings(cfg.rules.board_size, games, cfg.evaluation.opening_plies)
+    match = run_match(
+        str(layout.model(iteration)),
+        anchor_spec(anchor),
+        games,
+        cfg,
+        out,
+        layout.results,
+        seed=seed,
+        iteration=iteration,
+        match_id=f"{layout.run}-i{iteration:04d}-vs-{name}",
+        progress=counting(Stage.EVALUATE, f"iter {iteration} vs {name} (games)", games),
+        openings=openings,
+        root=layout.project,
+    )
+    return AnchorRecord(
+        match_id=match.match_id,
+        summary=match.summary,
+        sgf_dir=None if match.sgf_dir is None else layout.rel(match.sgf_dir),
+        store=None if match.store is None else layout.rel(match.store),
+        results=tuple(g.row(match.match_id, None) for g in match.games),
+        seconds=time.perf_counter() - started,
+    )
+
+
+@task(name="ratings", task_run_name="ratings-i{iteration}")
+def ratings(cfg: Config, layout: RunLayout, iteration: int) -> tuple[RatingRow, ...]:
+    """Fit Elo over every game of the run so far; write the table and the Elo curve.
+
+    The scale: the GnuGo ladder's (level 1 = 0) once a ladder anchor has played, else the
+    random player's (random = 0), as `tabula.elo.fit_ratings` falls back."""
+    fixed = fixed_elos(cfg.evaluation.anchors, cfg.rules.board_size)
+    table = ratings_table(layout.results, anchors=fixed)
+    write_json(layout.match(iteration) / "ratings.json", table)
+    rows = tuple(from_json(RatingRow, row) for row in table)
+    by_name = {row.fit.player: row.fit for row in rows}
+    points = []
+    for j in range(0, iteration + 1):
+        row = by_name.get(layout.model_id(j))
+        if row is not None:
+            points.append((j, row.elo, row.low, row.high))
+    if points:
+        scale = elo_scale(fixed, by_name)
+        plot_elo_curve(points, layout.root / "elo.png", scale=scale)
+    return rows
+
+
+def elo_of(layout: RunLayout, iteration: int, table: tuple[RatingRow, ...]) -> Elo | None:
+    """Iteration ``iteration``'s network's Elo in ``table``, None when it has no rated game."""
+    me = next((r.fit for r in table if r.fit.player == layout.model_id(iteration)), None)
+    return None if me is None else Elo(me.elo, me.low, me.high)

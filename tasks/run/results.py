@@ -1,4 +1,4 @@
-"""The results store: every rated game of every match, the Elo table and the Elo curve.
+"""The results store: every rated game of every match, and the Elo table fitted over them.
 
 Layout: a directory with one JSON-lines file per match, ``<match_id>.jsonl``, one game per line.
 Each file is only ever replaced whole (`model.files`: a hidden temporary name in the same
@@ -26,17 +26,16 @@ Elo fit, since nobody won.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from model.files import write_bytes, write_text
+from model.files import write_text
 from tabula.elo import DEFAULT_ANCHOR, GameResult, fit_ratings
 from tabula.errors import TabulaError
 
@@ -211,44 +210,3 @@ def ratings_table(
         }
         for rank, r in enumerate(ordered, start=1)
     ]
-
-
-def plot_elo_curve(
-    points: Sequence[tuple[int, float, float, float]],
-    path: str | os.PathLike[str],
-    title: str = "Elo by iteration",
-    scale: str | None = None,
-) -> Path:
-    """Write a PNG of Elo against iteration with [low, high] error bars; returns the path.
-
-    points: (iteration, elo, low, high), any order; scale: which player sits at 0 (e.g.
-    "GnuGo level 1 = 0"), for the axis label. The file is written atomically.
-    """
-    # Imported here: matplotlib is slow to import and only this function needs it.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    for point in points:
-        iteration, elo, low, high = point
-        if not low <= elo <= high:
-            raise ResultsStoreError(f"Elo point {point!r}: need low <= elo <= high")
-    ordered = sorted(points)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure = Figure(figsize=(7.0, 4.0), dpi=100)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    if ordered:
-        xs = [p[0] for p in ordered]
-        ys = [p[1] for p in ordered]
-        errors = [[p[1] - p[2] for p in ordered], [p[3] - p[1] for p in ordered]]
-        axes.errorbar(xs, ys, yerr=errors, fmt="o-", capsize=3)
-    axes.set_xlabel("iteration")
-    axes.set_ylabel(f"Elo ({scale}, 95% interval)" if scale else "Elo (95% interval)")
-    axes.set_title(title)
-    axes.grid(True, alpha=0.3)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    write_bytes(out, buffer.getvalue())
-    return out

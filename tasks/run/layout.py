@@ -15,7 +15,7 @@ data/<run>/
 ```
 
 A stage is finished exactly when its ``state/STAGE.json`` exists (it holds the stage's record,
-``tasks.records``; ``tasks.resume`` reads and writes it); outputs of unfinished stages are
+`tasks.run.records`; `tasks.run.markers` reads and writes it); outputs of unfinished stages are
 removed and rebuilt from their seeds on resume, so nothing is duplicated.
 """
 
@@ -89,7 +89,7 @@ class RunLayout:
         return self.iteration(i) / "match"
 
     def marker(self, i: int, name: str) -> Path:
-        """A stage's marker; ``name``: `tasks.records.Stage.marker_name`."""
+        """A stage's marker; ``name``: `tasks.run.records.Stage.marker_name`."""
         return self.iteration(i) / "state" / f"{name}.json"
 
     def rel(self, path: Path) -> str:

@@ -1,20 +1,17 @@
-"""What an iteration reports: its summary row, and the row as a Prefect markdown artifact."""
+"""What an iteration reports: its summary row, for the run's closing table and the
+iteration's artifact."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from prefect import task
-
-from tasks.layout import RunLayout
-from tasks.records import (
+from tasks.run.layout import RunLayout
+from tasks.run.records import (
     EvaluationRecord,
     PromotionRecord,
-    Rating,
+    RatingRow,
     SelfplayRecord,
     TrainRecord,
-    to_json,
 )
 
 
@@ -84,7 +81,7 @@ def summary_row(
 
 
 def with_final_ratings(
-    rows: list[SummaryRow], ratings: tuple[Rating, ...], layout: RunLayout
+    rows: list[SummaryRow], ratings: tuple[RatingRow, ...], layout: RunLayout
 ) -> list[SummaryRow]:
     """``rows`` with each iteration's Elo from ``ratings``, the fit over every game of the run.
 
@@ -99,44 +96,3 @@ def with_final_ratings(
             row = replace(row, elo=me.elo, elo_low=me.low, elo_high=me.high)
         out.append(row)
     return out
-
-
-def artifact_key(layout: RunLayout, i: int) -> str:
-    """The key of iteration i's Prefect artifacts (lower case, digits and dashes only)."""
-    return f"{layout.run}-iter-{i:04d}".lower().replace("_", "-").replace(".", "-")
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return "—" if value is None else str(value)
-
-
-@task(name="iteration-summary", task_run_name="summary-i{i}")
-def publish_summary(
-    layout: RunLayout,
-    i: int,
-    selfplay: SelfplayRecord,
-    train: TrainRecord,
-    evaluation: EvaluationRecord,
-    promotion: PromotionRecord,
-) -> SummaryRow:
-    """Publish the iteration's summary as a Prefect markdown artifact; return the row."""
-    from prefect.artifacts import create_markdown_artifact
-
-    row = summary_row(i, selfplay, train, evaluation, promotion)
-    gate = evaluation.gate.decision
-    lines = [
-        f"# {layout.run}: iteration {i}",
-        "",
-        "| what | value |",
-        "| --- | --- |",
-        *(f"| {k} | {_fmt(v)} |" for k, v in to_json(row).items()),
-        f"| gate decision | {gate.reason} ({gate.wins}–{gate.losses}) |",
-        f"| champion | iteration {promotion.champion} |",
-    ]
-    key = artifact_key(layout, i)
-    create_markdown_artifact(
-        markdown="\n".join(lines), key=key, description=f"tabula {layout.run} iteration {i}"
-    )
-    return row

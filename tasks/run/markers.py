@@ -1,18 +1,10 @@
-"""Resume: the one way a stage finds its finished output instead of redoing it.
+"""Resume markers: the one way a stage finds its finished output instead of redoing it.
 
 A stage is finished exactly when its marker ``iter-NNNN/state/STAGE.json`` exists (see
-``tasks.layout``). `resumable` wraps a stage function: when the marker exists it returns the
-record stored there, read back as the stage's record type (``tasks.records``); else it runs
+`tasks.run.layout`). `resumable` wraps a stage function: when the marker exists it returns the
+record stored there, read back as the stage's record type (`tasks.run.records`); else it runs
 the stage and writes the record as the marker, last. Tasks (a self-play worker, the plan) and
 the flows' stage functions (self-play totals, training, evaluation, promotion) use it alike.
-
-Test-only: ``TABULA_KILL_AT=POINT[:N]`` makes the process SIGKILL itself the N-th time (default
-1) it reaches POINT, so the fault tests interrupt every stage whatever the machine's load.
-The points: each `Stage` (``init``, ``plan``, ``selfplay``, ``train``, ``evaluate``,
-``promote``), reached after a stage's work and before its marker, and inside the long stages
-at each progress report (a self-play game, a training step, a gate or anchor game); ``dvc``
-after a DVC commit and push, before the stage that made it is marked; ``lineage`` before an
-iteration's files are committed to the run branch. Never set it outside tests.
 """
 
 from __future__ import annotations
@@ -20,39 +12,18 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import os
-import signal
-import threading
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from model.files import write_json
-from tasks.layout import RunLayout
-from tasks.records import Champion, RecordError, Stage, from_json, to_json
+from tasks.run.codec import RecordError, from_json, to_json
+from tasks.run.faults import kill_point
+from tasks.run.layout import RunLayout
+from tasks.run.records import Champion, Stage
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-#: The test-only variable naming the point where the process kills itself (module docstring).
-KILL_AT = "TABULA_KILL_AT"
-_reached: Counter[str] = Counter()
-_reached_lock = threading.Lock()  # self-play workers report from several threads
-
-
-def kill_point(name: str) -> None:
-    """Test-only: SIGKILL this process if ``TABULA_KILL_AT`` names this visit to ``name``."""
-    wanted = os.environ.get(KILL_AT)
-    if not wanted:
-        return
-    point, _, nth = wanted.partition(":")
-    if point != name:
-        return
-    with _reached_lock:
-        _reached[name] += 1
-        if _reached[name] == int(nth or 1):
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def read_record(path: Path, record: type[R]) -> R | None:
@@ -68,7 +39,7 @@ def read_record(path: Path, record: type[R]) -> R | None:
 
 
 def write_record(path: Path, record: Any) -> None:
-    """Write ``record`` to ``path`` atomically, as JSON (`tasks.records.to_json`)."""
+    """Write ``record`` to ``path`` atomically, as JSON (`tasks.run.codec.to_json`)."""
     write_json(path, to_json(record))
 
 
@@ -96,8 +67,9 @@ def champion(layout: RunLayout) -> Champion | None:
 def resumable(stage: Stage, record: type[R]) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Make a stage function resumable over its marker (module docstring).
 
-    The function names its run and iteration by its parameters: ``layout``, and ``plan`` (an
-    `IterationPlan`) or ``iteration`` (INIT: always 0), plus ``worker`` for a self-play worker.
+    The function names its run and iteration by its parameters: ``layout``, and ``spec`` (a
+    stage input of `tabula.plan`, with its worker if it has one), ``plan`` (an `IterationPlan`)
+    or ``iteration`` (INIT: always 0), plus ``worker`` for a self-play worker.
     """
 
     def wrap(fn: Callable[P, R]) -> Callable[P, R]:
@@ -109,11 +81,14 @@ def resumable(stage: Stage, record: type[R]) -> Callable[[Callable[P, R]], Calla
             bound.apply_defaults()
             given = bound.arguments
             layout: RunLayout = given["layout"]
-            if "plan" in given:
+            worker = given.get("worker")
+            if "spec" in given:  # a stage input (`tabula.plan`): its iteration, its worker
+                i, worker = given["spec"].iteration, getattr(given["spec"], "worker", None)
+            elif "plan" in given:
                 i = given["plan"].iteration
             else:
                 i = 0 if stage is Stage.INIT else given["iteration"]
-            marker = layout.marker(i, stage.marker_name(given.get("worker")))
+            marker = layout.marker(i, stage.marker_name(worker))
             done = read_record(marker, record)
             if done is not None:
                 return done

@@ -1,0 +1,36 @@
+"""Test-only fault points: where the fault tests make a run's process kill itself.
+
+``TABULA_KILL_AT=POINT[:N]`` makes the process SIGKILL itself the N-th time (default 1) it
+reaches POINT, so the fault tests interrupt every stage whatever the machine's load. The
+points: each `Stage` (``init``, ``plan``, ``selfplay``, ``train``, ``evaluate``, ``promote``),
+reached after a stage's work and before its marker, and inside the long stages at each progress
+report (a self-play game, a training step, a gate or anchor game); ``dvc`` after a DVC commit
+and push, before the stage that made it is marked; ``lineage`` before an iteration's files are
+committed to the run branch. Never set it outside tests.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections import Counter
+
+#: The test-only variable naming the point where the process kills itself.
+KILL_AT = "TABULA_KILL_AT"
+_reached: Counter[str] = Counter()
+_reached_lock = threading.Lock()  # self-play workers report from several threads
+
+
+def kill_point(name: str) -> None:
+    """Test-only: SIGKILL this process if ``TABULA_KILL_AT`` names this visit to ``name``."""
+    wanted = os.environ.get(KILL_AT)
+    if not wanted:
+        return
+    point, _, nth = wanted.partition(":")
+    if point != name:
+        return
+    with _reached_lock:
+        _reached[name] += 1
+        if _reached[name] == int(nth or 1):
+            os.kill(os.getpid(), signal.SIGKILL)
