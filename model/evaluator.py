@@ -1,6 +1,6 @@
 """Batched network inference for search: ``evaluator(planes, rng) -> (priors, values)``.
 
-The contract every search uses (DESIGN.md, "Evaluator"):
+The contract every search uses (docs/design.md, "Contracts"):
 
 - ``planes``: uint8 or float32 ``[B, 17, N, N]``, the features of ``tabula.features``;
 - ``priors``: float32 ``[B, N*N + 1]``, softmax probabilities over all moves (pass last), NOT
@@ -176,7 +176,7 @@ class Evaluator:
 
 class UniformEvaluator:
     """Priors uniform over all N*N + 1 moves and value 0: a network-free evaluator for testing
-    search (STYLE.md 8). Same call contract as ``Evaluator``; ``rng`` is accepted and ignored."""
+    search (docs/style.md, principle 8). Same call contract as ``Evaluator``; ``rng`` is accepted and ignored."""
 
     def __call__(
         self, planes: np.ndarray, rng: np.random.Generator | None = None

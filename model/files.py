@@ -1,7 +1,7 @@
 """File safety for everything tabula writes: atomic replacement, sha256, sha256 sidecars.
 
 It lives in `model/` because that is the lowest layer allowed file I/O (`tabula/` holds none,
-DESIGN.md), so `model/`, `tasks/`, `flows/` and the CLI share this one implementation.
+docs/design.md), so `model/`, `tasks/`, `flows/` and the CLI share this one implementation.
 
 **Atomic write.** The bytes go to a temporary file ``.<name>.<random>.tmp`` in the target's own
 folder (the same file system, so the rename is atomic; hidden, and ``*.tmp`` finds leftovers),

@@ -26,7 +26,7 @@ scored             bool                            v3: the game was played out (
                                                    so ownership and score are targets
 =================  ==============================  =============================================
 
-Schema version 1 (before issue 15) lacks ``full_search`` and ``root_value``; its shards still
+Schema version 1 (before the playout-cap switches) lacks ``full_search`` and ``root_value``; its shards still
 load, every row a full search and its root value taken as z (so mixing it into the value target
 changes nothing). Versions 1 and 2 lack the v3 columns; their rows load as not ``scored``
 (no ownership or score target: the auxiliary losses skip them).

@@ -4,7 +4,7 @@ Bad config, a missing or corrupt file, an illegal GTP move, an unknown run, a ru
 already going: each module raises its own subclass of `TabulaError` (``ConfigError``,
 ``ShardError``, ``CheckpointError``, ...) with a one-line message that names the thing and what
 to do. The CLI prints exactly that line and exits 2; any other exception is a bug and keeps its
-traceback (STYLE.md, principle 12). A class that callers also catch as ``ValueError`` (a bad
+traceback (docs/style.md, principle 12). A class that callers also catch as ``ValueError`` (a bad
 value, e.g. a corrupt shard refused inside training) keeps ``ValueError`` as a second base.
 
 Pure: no I/O, nothing at import time.

@@ -1,4 +1,4 @@
-"""External anchors: players of fixed strength that put every run's Elo on one scale (issue 14).
+"""External anchors: players of fixed strength that put every run's Elo on one scale (docs/strength.md, "The GnuGo ladder").
 
 An anchor is named in ``evaluation.anchors`` by one of:
 

@@ -2,7 +2,7 @@
 
 GnuGo is close to deterministic and an evaluation player (tau -> 0, no noise) nearly so: a
 match that starts every game from the empty board repeats a handful of games, and its win rate
-says less than its game count suggests (issue 14: 17 of 20 games against GnuGo level 1 ended
+says less than its game count suggests (measured: 17 of 20 games against GnuGo level 1 ended
 with one of two identical results). Each game of a match therefore starts from an opening: a
 short sequence of legal moves from a fixed, seeded set.
 

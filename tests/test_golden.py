@@ -1,16 +1,16 @@
 """Golden regressions: refactors of the search, the game loop or training must not change a bit.
 
 Each test hashes what a seeded run produces and compares it with the hash recorded before the
-code around it was reshaped (issue 13). A difference means behaviour changed: find out why
+code around it was reshaped. A difference means behaviour changed: find out why
 before touching a constant here.
 
 - self-play: 6 seeded 7x7 games with the network-free ``hashed`` evaluator (numpy only, so the
   hash is the same on every CPU): moves, pi, z, winners, scores, resignations;
 - one search tree: every array of a 9x9 tree after a 64-simulation search, counters included;
 - training: the checkpoint of a seeded 5-step training stage on synthetic shards. Float
-  kernels differ between CPU instruction sets, so its hash is recorded per
-  ``torch.backends.cpu.get_cpu_capability()``; on a capability not listed the test skips and
-  prints the hash to record.
+  kernels differ between CPU instruction sets and vendors, so its hash is recorded per
+  ``torch.backends.cpu.get_cpu_capability()`` and CPU vendor; on a CPU not listed the test
+  skips and prints the hash to record.
 """
 
 from __future__ import annotations
@@ -24,10 +24,24 @@ import torch
 
 SELFPLAY_SHA256 = "05e63905f63e6badffbed02bfce57cc91cd7ff033d721a1a3590dc80140562a9"
 TREE_SHA256 = "ef70d6847538da6ef61372d797330baddd676652387d066496e20ba0a9fe9378"
-#: torch's CPU capability -> weights_sha256 of the seeded training stage.
-TRAIN_SHA256: dict[str, str] = {
-    "AVX512": "ff3705458681e16024f2bb319a6f1a7e45397a87b03a6687174a95af81f2e370",
+#: (torch's CPU capability, the CPU's vendor) -> weights_sha256 of the seeded training stage.
+#: The vendor too: an AMD EPYC and an Intel Xeon, both AVX512, pick different float kernels.
+TRAIN_SHA256: dict[tuple[str, str], str] = {
+    ("AVX512", "AuthenticAMD"): "ff3705458681e16024f2bb319a6f1a7e45397a87b03a6687174a95af81f2e370",
+    ("AVX512", "GenuineIntel"): "607e944e052fbcce79fdd85bf785d587f21e5174ed022a6a94846d4f18fc56a5",
 }
+
+
+def _cpu() -> tuple[str, str]:
+    """The key of `TRAIN_SHA256` for this machine."""
+    vendor = "unknown"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("vendor_id"):
+                vendor = line.split(":", 1)[1].strip()
+                break
+    return torch.backends.cpu.get_cpu_capability(), vendor
 #: The tree arrays hashed, as they were named when the hash was recorded.
 TREE_ARRAYS = (
     "parent", "move", "state", "to_play", "passes", "move_number", "N", "W", "value", "hash",
@@ -109,7 +123,7 @@ def test_seeded_training_checkpoint_is_unchanged(tmp_path: Path) -> None:
             "training.lr_values=[0.05,0.005]",
             "training.deterministic=true",
             "training.bf16=false",  # as recorded (the default then; now "auto")
-            "network.aux_heads=false",  # as recorded (the defaults then; issue 15 changed them)
+            "network.aux_heads=false",  # as recorded (the default then)
             "training.value_target_mix=0.0",
         ],
     )
@@ -124,7 +138,7 @@ def test_seeded_training_checkpoint_is_unchanged(tmp_path: Path) -> None:
         )
     finally:
         torch.set_num_threads(threads)
-    capability = torch.backends.cpu.get_cpu_capability()
-    if capability not in TRAIN_SHA256:
-        pytest.skip(f"no golden hash for CPU capability {capability}: {result.weights_sha256}")
-    assert result.weights_sha256 == TRAIN_SHA256[capability]
+    cpu = _cpu()
+    if cpu not in TRAIN_SHA256:
+        pytest.skip(f"no golden hash for CPU {cpu}: {result.weights_sha256}")
+    assert result.weights_sha256 == TRAIN_SHA256[cpu]

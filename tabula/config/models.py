@@ -59,7 +59,7 @@ class _Section(BaseModel):
 
 
 class RulesConfig(_Section):
-    """The game: board size and komi (the rules themselves are fixed, see DESIGN.md)."""
+    """The game: board size and komi (the rules themselves are fixed, see docs/design.md)."""
 
     board_size: int = Field(
         default=9, ge=MIN_SIZE, le=MAX_SIZE, description="N: an N x N board (paper 19)."

@@ -2,7 +2,7 @@
 
 Every game slot owns 64-bit SplitMix64 states in ``uint64[G]`` arrays of the trees
 (`tabula.mcts.trees`), seeded from the game's own ``np.random.Generator`` when the slot is
-reset. So all of a game's randomness still derives from its one generator (STYLE.md 11), and
+reset. So all of a game's randomness still derives from its one generator (docs/style.md, principle 11), and
 a game draws the same numbers whatever other games share the batch, while the per-move work
 (root noise, move choice) runs in numba over all slots at once instead of one Python call per
 slot and draw.

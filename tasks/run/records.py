@@ -243,7 +243,7 @@ class Elo:
 @dataclass(frozen=True)
 class EvaluationRecord:
     """A finished evaluation: the gate, the anchor matches by the anchor's player name
-    ("random", "gnugo-l1"; runs recorded before issue 14 keyed them by spec), the Elo table
+    ("random", "gnugo-l1"; runs recorded before anchors had player names keyed them by spec), the Elo table
     fitted over every game of the run so far, the DVC hashes of the ``evaluate`` stage, this
     iteration's own Elo (None when it has no rated game), and the configured anchors it could
     not play, with why (a program not installed)."""
