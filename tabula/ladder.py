@@ -30,7 +30,7 @@ from tabula.errors import UsageError
 GNUGO_FLAGS = "--mode gtp --chinese-rules --positional-superko --capture-all-dead"
 
 #: Elo of GnuGo levels on 9x9 relative to level 1, measured by ``bench/ladder.py --games 100``
-#: (README "The GnuGo ladder": 95% intervals level 5 [-42, +71], level 10 [+56, +172]). Levels
+#: (docs/strength.md, "The GnuGo ladder": 95% intervals level 5 [-42, +71], level 10 [+56, +172]). Levels
 #: not measured are rated freely.
 GNUGO_ELO_9X9: dict[int, float] = {1: 0.0, 5: 14.0, 10: 114.0}
 

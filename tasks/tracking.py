@@ -1,6 +1,6 @@
 """MLflow: the only module that calls MLflow.
 
-Layout of a run in the tracking store (README, "Tracking"):
+Layout of a run in the tracking store (docs/reproducing.md, "MLflow"):
 
 * one experiment per project (``tabula``, or ``MLFLOW_EXPERIMENT_NAME``; a run begun in the
   per-run experiment ``tabula/<run>`` of earlier versions stays there), marked as model

@@ -430,9 +430,16 @@ def train(
         project=layout.project,
     )
     relative = dataclasses.replace(
-        result, model=Path(layout.rel(result.model)), ckpt=Path(layout.rel(result.ckpt))
+        result, model=_in_project(layout, result.model), ckpt=_in_project(layout, result.ckpt)
     )
     return Trained(result=relative, seconds=time.perf_counter() - started, threads=threads)
+
+
+def _in_project(layout: RunLayout, path: Path) -> Path:
+    """``path`` relative to the project when it lies inside it (a run's model; a reproduction
+    may retrain elsewhere)."""
+    inside = path.resolve().is_relative_to(layout.project.resolve())
+    return Path(layout.rel(path)) if inside else path
 
 
 class WindowChangedError(TabulaError, ValueError):

@@ -1,6 +1,6 @@
 """DVC and git lineage: the only module that calls DVC.
 
-How lineage is kept (README, "Reproducing a checkpoint"):
+How lineage is kept (docs/reproducing.md):
 
 * Every iteration of a run owns one folder, ``data/<run>/iter-NNNN/``, with one DVC-tracked
   directory per stage output (``selfplay/``, ``model/``, ``match/``) and a stage file
