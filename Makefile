@@ -41,7 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[bench]' 2>&1 | $(QUIET_PIP)
 	mkdir -p bench/results
 	for b in engine network selfplay train; do \
-		[ -f bench/$$b.py ] && $(BIN)/python bench/$$b.py --json bench/results/$$b.json || exit 1; \
+		[ -f bench/$$b.py ] && $(BIN)/python -m bench.$$b --json bench/results/$$b.json || exit 1; \
 	done
 
 ui: $(STAMP)

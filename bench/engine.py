@@ -1,6 +1,6 @@
 """Go engine speed: random playouts to the end, moves per second, beside OpenSpiel's C++ Go.
 
-Usage: ``python bench/engine.py [--json PATH] [--seconds S] [--rounds R] [--fresh-cache]``
+Usage: ``python -m bench.engine [--json PATH] [--seconds S] [--rounds R] [--fresh-cache]``
 
 A playout starts from the empty board and plays, for each move, a move uniform among the legal
 moves (pass included, positional superko enforced) until two passes in a row or 2*N*N moves.
@@ -27,7 +27,6 @@ import json
 import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,8 +34,6 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SIZES = (9, 19)
 KOMI = 7.5
@@ -139,7 +136,9 @@ def render(results: dict, console: Console) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.engine", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     parser.add_argument("--seconds", type=float, default=1.0, help="per path per round")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median)")

@@ -1,6 +1,6 @@
 """Calibrate the GnuGo ladder: Elo gaps between GnuGo levels, measured on our rules (issue 14).
 
-Usage: ``python bench/ladder.py [--levels 1,5,10] [--games 100] [--size 9] [--plies 2]
+Usage: ``python -m bench.ladder [--levels 1,5,10] [--games 100] [--size 9] [--plies 2]
 [--concurrent 2] [--store DIR] [--json PATH]``
 
 Every pair of levels plays ``--games`` games (colours alternating) under the protocol the
@@ -23,21 +23,18 @@ from __future__ import annotations
 import argparse
 import itertools
 import shutil
-import sys
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from model.files import write_json  # noqa: E402
-from tabula.config import load_config  # noqa: E402
-from tabula.elo import fit_ratings  # noqa: E402
-from tabula.gating import win_rate_interval  # noqa: E402
-from tabula.ladder import gnugo_spec  # noqa: E402
-from tabula.openings import match_openings  # noqa: E402
+from model.files import write_json
+from tabula.config import load_config
+from tabula.elo import fit_ratings
+from tabula.gating import win_rate_interval
+from tabula.ladder import gnugo_spec
+from tabula.openings import match_openings
 from tasks.evaluate import PlayedGame, run_match
 from tasks.run.results import load_results, results_from_rows
 
@@ -107,7 +104,9 @@ def pair_row(low: int, high: int, args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.ladder", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--levels", default="1,5,10", help="GnuGo levels, comma-separated")
     parser.add_argument("--games", type=int, default=100, help="games per pairing")
     parser.add_argument("--size", type=int, default=9)

@@ -1,6 +1,6 @@
 """Network-alone inference throughput: positions/s for each execution path, ratios to eager fp32.
 
-Usage: ``python bench/network.py [--json PATH] [--rounds R] [--seconds S] [--no-compile]``
+Usage: ``python -m bench.network [--json PATH] [--rounds R] [--seconds S] [--no-compile]``
 
 Two shapes: the 9x9 6-block 64-filter net at batch 128 and the quick-start 9x9 4x32 net at batch
 256. Paths: eager fp32, channels_last fp32, bf16 autocast + channels_last, torch.compile + bf16
@@ -18,7 +18,6 @@ import argparse
 import copy
 import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,11 +27,9 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from model.evaluator import Evaluator  # noqa: E402
+from model.evaluator import Evaluator
 from model.network import fold_batch_norm, make_network
-from tabula.features import NUM_PLANES  # noqa: E402
+from tabula.features import NUM_PLANES
 
 SHAPES = [  # (name, N, blocks, filters, batch)
     ("9x9 6x64 b128", 9, 6, 64, 128),
@@ -116,7 +113,9 @@ def architecture_paths(batch: int = 256) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.network", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=1.0, help="per path per round")

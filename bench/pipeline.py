@@ -1,6 +1,6 @@
 """Pipeline benchmark: orchestration overhead, and self-play scaling over Dask workers.
 
-Usage: ``python bench/pipeline.py [--json PATH] [--iterations I] [--full] [--set KEY=VALUE ...]
+Usage: ``python -m bench.pipeline [--json PATH] [--iterations I] [--full] [--set KEY=VALUE ...]
 [--games G] [--rounds R] [--only overhead|dask]``
 
 (a) Orchestration overhead. The pipeline (`flows.pipeline.run_pipeline`: Prefect, MLflow,
@@ -36,7 +36,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,11 +44,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from cli.clone import empty_project
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tests.repos import make_user_repo  # noqa: E402
-
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
 # Smaller stages than the quick start's (128 games, 100 steps, 40 + 10 match games), so the
 # bench takes minutes on 2 idle cores. The overhead per iteration hardly depends on these
@@ -70,7 +67,7 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMBA_NUM_THREADS
 
 
 def _project(tmp: Path) -> Path:
-    return make_user_repo(tmp / "project", who="bench")
+    return empty_project(tmp / "project", who="bench")
 
 
 def _stage_seconds(state: Path) -> dict[str, float]:
@@ -344,7 +341,9 @@ def _dask_table(res: dict[str, Any]) -> Table:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.pipeline", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--iterations", type=int, default=2, help="(a) pipeline iterations")
     ap.add_argument(

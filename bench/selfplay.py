@@ -1,6 +1,6 @@
 """Self-play throughput against the network alone and against a one-leaf-at-a-time search.
 
-Usage: ``python bench/selfplay.py [--json PATH] [--seconds S] [--rounds R] [--threads T]
+Usage: ``python -m bench.selfplay [--json PATH] [--seconds S] [--rounds R] [--threads T]
 [--device auto|cpu|cuda] [--configs quick,19x19,puct,gumbel,caps]``
 
 For the 9x9 quick start (configs/quickstart.yaml: since issue 15 the Gumbel search with playout
@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -44,14 +43,12 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from model.evaluator import Evaluator  # noqa: E402
+from model.evaluator import Evaluator
 from model.network import network_for
-from tabula.config import Config, load_config  # noqa: E402
-from tabula.features import NUM_PLANES  # noqa: E402
-from tabula.mcts import BatchedMCTS, SearchParams  # noqa: E402
-from tabula.selfplay import SelfPlayParams, play_games  # noqa: E402
+from tabula.config import Config, load_config
+from tabula.features import NUM_PLANES
+from tabula.mcts import BatchedMCTS, SearchParams
+from tabula.selfplay import SelfPlayParams, play_games
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -222,7 +219,9 @@ CONFIGS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.selfplay", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--seconds", type=float, default=8.0, help="per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (median)")

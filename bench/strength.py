@@ -1,6 +1,6 @@
 """Strength against compute: configs trained from scratch for one CPU budget, rated on GnuGo.
 
-Usage: ``python bench/strength.py [--budget quick|1ch|4ch|HOURS] [--configs paper,default]
+Usage: ``python -m bench.strength [--budget quick|1ch|4ch|HOURS] [--configs paper,default]
 [--resume] [--games 100] [--curve-games 40] [--points 6] [--simulations 64] [--h2h-games 100]
 [--json PATH] [--png PATH]``
 
@@ -56,11 +56,9 @@ from typing import Any
 
 from rich.console import Console
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.ladder import side_summary  # noqa: E402
-from bench.strength_configs import CONFIGS, Entry  # noqa: E402
-from bench.strength_report import (  # noqa: E402
+from bench.ladder import side_summary
+from bench.strength_configs import CONFIGS, Entry
+from bench.strength_report import (
     LEVELS,
     add_elo,
     extrapolate,
@@ -69,18 +67,18 @@ from bench.strength_report import (  # noqa: E402
     plot,
     table,
 )
-from model.files import write_json  # noqa: E402
-from tabula.config import Config, load_config  # noqa: E402
-from tabula.errors import TabulaError, first_line  # noqa: E402
-from tabula.ladder import gnugo_spec  # noqa: E402
-from tabula.openings import match_openings  # noqa: E402
+from cli.clone import empty_project
+from model.files import write_json
+from tabula.config import Config, load_config
+from tabula.errors import TabulaError, first_line
+from tabula.ladder import gnugo_spec
+from tabula.openings import match_openings
 from tasks.evaluate import run_match
 from tasks.run.cputime import CORE_HOUR, run_measured
 from tasks.run.layout import RunLayout
 from tasks.run.markers import champion, finished
 from tasks.run.records import SelfplayRecord, Stage
 from tasks.run.results import load_results
-from tests.repos import make_user_repo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 # Core-hours. quick: what the quick start's five iterations spent before issue 15 (126-145 CPU-s
@@ -132,7 +130,7 @@ def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, co
     state = json.loads(state_path.read_text()) if state_path.exists() else {"iterations": []}
     project = work / "project"
     if not project.exists():
-        make_user_repo(project, who="strength")
+        empty_project(project, who="strength")
     argv = [*TABULA, "run", "--config", str(ROOT / entry.file), "--name", f"strength-{name}"]
     argv += [a for o in entry.overrides for a in ("--set", o)]
     while state.get("failed") is None:
@@ -280,7 +278,9 @@ def rate_config(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.strength", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--budget", default="quick", help="quick, 1ch, 4ch or core-hours")
     parser.add_argument("--configs", default="paper,default", help=f"of {', '.join(CONFIGS)}")
     parser.add_argument("--resume", action="store_true", help="continue a killed benchmark")

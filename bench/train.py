@@ -1,6 +1,6 @@
 """Training throughput: Lightning's fit loop vs a hand-written PyTorch loop, and the data path.
 
-Usage: ``python bench/train.py [--json PATH] [--steps S] [--rounds R] [--bf16] [--threads T]``
+Usage: ``python -m bench.train [--json PATH] [--steps S] [--rounds R] [--bf16] [--threads T]``
 
 1. Loops. The same network (quick start: 9x9, 4 blocks x 32 filters), batch (256), precision
    and pre-built batches, the same loss (``model.system.alphago_zero_loss``: value + policy +
@@ -25,7 +25,6 @@ import argparse
 import json
 import logging
 import statistics
-import sys
 import tempfile
 import time
 import warnings
@@ -39,12 +38,10 @@ from rich.console import Console
 from rich.table import Table
 from torch.utils.data import DataLoader
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from model.datamodule import ShardDataModule, synthetic_records  # noqa: E402
+from model.datamodule import ShardDataModule, synthetic_records
 from model.network import PolicyValueNet
-from model.shards import write_shard  # noqa: E402
-from model.system import AlphaZeroSystem, alphago_zero_loss, lr_at  # noqa: E402
+from model.shards import write_shard
+from model.system import AlphaZeroSystem, alphago_zero_loss, lr_at
 from tasks.train import LOG_EVERY_N_STEPS
 
 N, BLOCKS, FILTERS, HIDDEN = 9, 4, 32, 256
@@ -256,7 +253,9 @@ def show(result: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.train", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--steps", type=int, default=100, help="timed steps per loop and round")
     parser.add_argument("--rounds", type=int, default=3, help="fits, each with fresh networks")

@@ -51,8 +51,6 @@ QUIET_DEFAULTS = {
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
     "DVC_NO_ANALYTICS": "true",
 }
-for _name, _value in QUIET_DEFAULTS.items():
-    os.environ.setdefault(_name, _value)
 
 app = typer.Typer(
     name="tabula",
@@ -61,6 +59,14 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def quiet_defaults() -> None:
+    """Set ``QUIET_DEFAULTS`` where the environment leaves them unset; runs before every
+    command, hence before the command imports Prefect, MLflow or DVC."""
+    for name, value in QUIET_DEFAULTS.items():
+        os.environ.setdefault(name, value)
 
 
 @app.command()

@@ -5,7 +5,7 @@ is killed from outside at a moment (`kill_when`) or kills itself at a named poin
 
 Every run is the real ``tabula run`` against a given Prefect API, with the TINY config of
 ``tests/flows`` and the paper's gate and resignation (``GATED``), in a project cloned from an
-empty user repo (`tests.repos`).
+empty user repo (`cli.clone.empty_project`).
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.clone import empty_project
 from tests.conftest import TINY
-from tests.repos import make_user_repo
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the background-networking flags Chromium keeps calling home, and on a closed network
@@ -76,7 +76,7 @@ def pipeline_store(root: Path) -> UiStore:
     from flows.pipeline import run_pipeline
     from tabula.config import load_config
 
-    project = make_user_repo(root / "project")
+    project = empty_project(root / "project")
     rows = run_pipeline(load_config(None, UI_RUN), project, iterations=UI_ITERATIONS)
     # The UI must show a champion alias; with a fixed seed the gates decide the same each time.
     assert any(r.promoted for r in rows), f"no promotion in the UI run: {rows}"

@@ -28,12 +28,12 @@ from pathlib import Path
 
 import pytest
 
+from cli.clone import empty_project
 from tasks import tracking
 from tasks.run.layout import RunLayout, read_json
 from tasks.train import WindowChangedError, verify_window
 from tests import pipeline_runs as runs
 from tests.pipeline_runs import RUN
-from tests.repos import make_user_repo
 
 pytestmark = pytest.mark.slow
 SEED = 2017
@@ -58,7 +58,7 @@ def api(prefect_server) -> str:  # noqa: F811
 @pytest.fixture(scope="module")
 def user_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An empty user repository (one commit); every project here is a fresh clone of it."""
-    return make_user_repo(tmp_path_factory.mktemp("user") / "repo")
+    return empty_project(tmp_path_factory.mktemp("user") / "repo")
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli.clone import empty_project
 from flows.pipeline import run_pipeline
 from tabula.config import Config
 from tasks import tracking, versioning
 from tasks.run.layout import RunLayout, read_json
 from tests.conftest import TINY
-from tests.repos import make_user_repo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def _selfplay_outs(layout: RunLayout, i: int) -> dict[str, str]:
 
 
 def _fresh_project(tmp_path: Path, name: str) -> Path:
-    return make_user_repo(tmp_path / name)
+    return empty_project(tmp_path / name)
 
 
 def test_config_and_layout_cross_process_boundaries(tiny_config: Config, tmp_path: Path):

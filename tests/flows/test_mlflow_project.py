@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from cli.clone import empty_project
 from model.checkpoint import load_checkpoint
 from model.files import file_sha256
 from model.network import weights_sha256
@@ -20,7 +21,6 @@ from tasks import tracking
 from tasks.run.layout import RunLayout
 from tasks.run.markers import champion
 from tests import pipeline_runs as runs
-from tests.repos import make_user_repo
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ RUNS = ("tiny", "tiny-b")
 def store(prefect_server, tmp_path_factory):
     """Two one-iteration runs of one project, tracked where ``MLFLOW_TRACKING_URI`` says."""
     root = tmp_path_factory.mktemp("mlflow-project")
-    project = runs.clone(make_user_repo(root / "user"), root / "project")
+    project = runs.clone(empty_project(root / "user"), root / "project")
     uri = f"sqlite:///{root / 'elsewhere' / 'mlflow.db'}"
     for name in RUNS:
         extra = [f"pipeline.name={name}", "evaluation.gating=false"]

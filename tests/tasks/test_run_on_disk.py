@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MARKERS = ROOT / "tests" / "flows" / "markers"  # the markers of a real one-iteration run
+MARKERS = ROOT / "tests" / "tasks" / "markers"  # the markers of a real one-iteration run
 HEAVY = ("torch", "pytorch_lightning", "mlflow", "dvc", "prefect")
 
 

@@ -1,8 +1,8 @@
 """GTP engines as players (tasks.engines): names, process cleanup, and engines that misbehave.
 
-The broken engines are real subprocesses (tests/eval/fake_engines/fake_gtp.py) speaking GTP
-over pipes; each misbehaves once (--once MARKER), so the match must record that game as a
-forfeit or abort with its reason and go on with a fresh engine process.
+The broken engines are real subprocesses (`tests/helpers/fake_gtp.py`) speaking GTP over pipes;
+each misbehaves once (--once MARKER), so the match must record that game as a forfeit or abort
+with its reason and go on with a fresh engine process.
 """
 
 from __future__ import annotations

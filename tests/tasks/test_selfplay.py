@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from model.checkpoint import CheckpointError, save_checkpoint
 from model.network import make_network
@@ -32,14 +31,8 @@ OVERRIDES = [
     "pipeline.device=cpu",
 ]
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny batches on a busy 2-core machine: a second OpenMP thread only adds waiting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny batches on a busy 2-core machine: a second OpenMP thread only adds waiting.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

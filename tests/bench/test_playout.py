@@ -1,6 +1,10 @@
-"""The benchmarks' incremental engine (``bench/playout.py``) against ``Game`` and a recompute."""
+"""The benchmarks' incremental engine (``bench/playout.py``) against ``Game`` and a recompute;
+its kernels compile on first use, once per machine (numba's on-disk cache)."""
 
 from __future__ import annotations
+
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +23,7 @@ from tabula.go import Game
 from tabula.go.board import rules_context
 from tabula.go.hashset import hashset_contains, hashset_count
 from tests.helpers.go import ref_group, ref_neighbors
+from tests.helpers.numba import check_the_cache_serves_a_second_process, compiled_at_import
 
 
 def _rng(seed: int) -> np.ndarray:
@@ -125,3 +130,24 @@ def test_stateless_and_incremental_benchmark_loops_play_full_games(N: int) -> No
     assert 20 * 2 <= total <= 20 * 2 * N * N
     total = random_games_stateless(ctx.neighbors, ctx.zobrist, 3, 20)
     assert 20 * 2 <= total <= 20 * 2 * N * N
+
+
+# -- compilation: nothing at import, numba's on-disk cache serves a second process -----------
+
+_PLAYOUTS = textwrap.dedent("""
+    from tabula.go.board import rules_context
+    from bench.playout import new_state, random_games, random_games_stateless
+    ctx = rules_context(9)
+    random_games(new_state(9), ctx.neighbors, ctx.zobrist, 1, 2)
+    random_games_stateless(ctx.neighbors, ctx.zobrist, 1, 2)
+""")
+
+
+def test_importing_compiles_nothing() -> None:
+    n_kernels, n_compiled = compiled_at_import(["bench.playout"])
+    assert n_kernels >= 10 and n_compiled == 0
+
+
+@pytest.mark.slow
+def test_a_second_process_loads_the_playouts_from_the_cache(tmp_path: Path) -> None:
+    check_the_cache_serves_a_second_process(["bench.playout"], _PLAYOUTS, tmp_path, kernels=2)
