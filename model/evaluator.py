@@ -176,7 +176,8 @@ class Evaluator:
 
 class UniformEvaluator:
     """Priors uniform over all N*N + 1 moves and value 0: a network-free evaluator for testing
-    search (docs/style.md, principle 8). Same call contract as ``Evaluator``; ``rng`` is accepted and ignored."""
+    search (docs/style.md, principle 8). Same call contract as ``Evaluator``; ``rng`` is
+    accepted and ignored."""
 
     def __call__(
         self, planes: np.ndarray, rng: np.random.Generator | None = None

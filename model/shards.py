@@ -26,10 +26,10 @@ scored             bool                            v3: the game was played out (
                                                    so ownership and score are targets
 =================  ==============================  =============================================
 
-Schema version 1 (before the playout-cap switches) lacks ``full_search`` and ``root_value``; its shards still
-load, every row a full search and its root value taken as z (so mixing it into the value target
-changes nothing). Versions 1 and 2 lack the v3 columns; their rows load as not ``scored``
-(no ownership or score target: the auxiliary losses skip them).
+Schema version 1 (before the playout-cap switches) lacks ``full_search`` and ``root_value``; its
+shards still load, every row a full search and its root value taken as z (so mixing it into the
+value target changes nothing). Versions 1 and 2 lack the v3 columns; their rows load as not
+``scored`` (no ownership or score target: the auxiliary losses skip them).
 
 The file's schema metadata holds ``tabula.schema_version`` (``SCHEMA_VERSION``),
 ``tabula.board_size`` and ``tabula.metadata`` (the writer's JSON dict; self-play's says which

@@ -367,8 +367,8 @@ class MatchSummary:
     earlier game's move sequence. score: (wins + draws / 2) / games with a result (0 if none).
     scored: games that ended by score; mean_margin: their mean Tromp-Taylor margin with komi
     from the first player's side (points ahead; None when no game was scored). It moves long
-    before the first win does (docs/strength.md, "The anchors"); resigned and forfeited games have no final score and
-    are not in it.
+    before the first win does (docs/strength.md, "The anchors"); resigned and forfeited games
+    have no final score and are not in it.
     """
 
     first: str

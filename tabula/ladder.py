@@ -1,4 +1,5 @@
-"""External anchors: players of fixed strength that put every run's Elo on one scale (docs/strength.md, "The GnuGo ladder").
+"""External anchors: players of fixed strength that put every run's Elo on one scale
+(docs/strength.md, "The GnuGo ladder").
 
 An anchor is named in ``evaluation.anchors`` by one of:
 
@@ -29,9 +30,9 @@ from tabula.errors import UsageError
 
 GNUGO_FLAGS = "--mode gtp --chinese-rules --positional-superko --capture-all-dead"
 
-#: Elo of GnuGo levels on 9x9 relative to level 1, measured by ``bench/ladder.py --games 100``
-#: (docs/strength.md, "The GnuGo ladder": 95% intervals level 5 [-42, +71], level 10 [+56, +172]). Levels
-#: not measured are rated freely.
+#: Elo of GnuGo levels on 9x9 relative to level 1, measured by ``python -m bench.ladder --games
+#: 100`` (docs/strength.md, "The GnuGo ladder": 95% intervals level 5 [-42, +71], level 10
+#: [+56, +172]). Levels not measured are rated freely.
 GNUGO_ELO_9X9: dict[int, float] = {1: 0.0, 5: 14.0, 10: 114.0}
 
 _GNUGO = re.compile(r"gnugo-l(\d+)")

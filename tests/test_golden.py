@@ -42,6 +42,8 @@ def _cpu() -> tuple[str, str]:
                 vendor = line.split(":", 1)[1].strip()
                 break
     return torch.backends.cpu.get_cpu_capability(), vendor
+
+
 #: The tree arrays hashed, as they were named when the hash was recorded.
 TREE_ARRAYS = (
     "parent", "move", "state", "to_play", "passes", "move_number", "N", "W", "value", "hash",

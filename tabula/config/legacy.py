@@ -29,7 +29,8 @@ ALWAYS_WRITTEN = {
     "pipeline": ("name", "iterations", "seed"),
 }
 #: The format of the configs this version writes (``pipeline.config_version``): 2 since the quick
-#: start took the laptop preset's settings (docs/configuration.md); 1 before, when no file said its format.
+#: start took the laptop preset's settings (docs/configuration.md); 1 before, when no file
+#: said its format.
 CONFIG_VERSION = 2
 #: Fields whose format-1 reading is not today's default, and that reading: the search's early
 #: passes and own-eye fills (allowed until these switches came, off by default since), and the

@@ -2,10 +2,10 @@
 
 Every game slot owns 64-bit SplitMix64 states in ``uint64[G]`` arrays of the trees
 (`tabula.mcts.trees`), seeded from the game's own ``np.random.Generator`` when the slot is
-reset. So all of a game's randomness still derives from its one generator (docs/style.md, principle 11), and
-a game draws the same numbers whatever other games share the batch, while the per-move work
-(root noise, move choice) runs in numba over all slots at once instead of one Python call per
-slot and draw.
+reset. So all of a game's randomness still derives from its one generator (docs/style.md,
+principle 11), and a game draws the same numbers whatever other games share the batch, while
+the per-move work (root noise, move choice) runs in numba over all slots at once instead of
+one Python call per slot and draw.
 
 - `next_u64`: SplitMix64 (Steele, Lea and Flood 2014; the seeding generator of xoshiro);
 - `uniform`: a float64 in [0, 1) from the top 53 bits;

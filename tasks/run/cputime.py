@@ -1,8 +1,8 @@
 """CPU time of a command and every process it starts: the budget unit of the strength benchmark.
 
-Budgets are CPU-seconds, not wall time (docs/strength.md): these machines are shared, and a process's
-user + system time does not grow while it waits for a core, so two configs given the same CPU
-budget get the same compute however busy the machine is. The OS keeps the count: ``wait4``
+Budgets are CPU-seconds, not wall time (docs/strength.md): these machines are shared, and a
+process's user + system time does not grow while it waits for a core, so two configs given the
+same CPU budget get the same compute however busy the machine is. The OS keeps the count: ``wait4``
 returns the resource usage of the child and of every descendant it waited for (Prefect's
 temporary server, DVC and git subprocesses, self-play workers), which is all a well-behaved
 command starts.

@@ -242,11 +242,11 @@ class Elo:
 
 @dataclass(frozen=True)
 class EvaluationRecord:
-    """A finished evaluation: the gate, the anchor matches by the anchor's player name
-    ("random", "gnugo-l1"; runs recorded before anchors had player names keyed them by spec), the Elo table
+    """A finished evaluation: the gate, the anchor matches by the anchor's player name ("random",
+    "gnugo-l1"; runs recorded before anchors had player names keyed them by spec), the Elo table
     fitted over every game of the run so far, the DVC hashes of the ``evaluate`` stage, this
-    iteration's own Elo (None when it has no rated game), and the configured anchors it could
-    not play, with why (a program not installed)."""
+    iteration's own Elo (None when it has no rated game), and the configured anchors it could not
+    play, with why (a program not installed)."""
 
     gate: GateRecord
     anchors: dict[str, AnchorRecord]
