@@ -1,4 +1,5 @@
-"""Calibrate the GnuGo ladder: Elo gaps between GnuGo levels, measured on our rules (issue 14).
+"""Calibrate the GnuGo ladder: Elo gaps between GnuGo levels, measured on our rules
+(docs/strength.md).
 
 Usage: ``python -m bench.ladder [--levels 1,5,10] [--games 100] [--size 9] [--plies 2]
 [--concurrent 2] [--store DIR] [--json PATH]``

@@ -3,12 +3,12 @@
 Usage: ``python -m bench.network [--json PATH] [--rounds R] [--seconds S] [--no-compile]``
 
 Two shapes: the 9x9 6-block 64-filter net at batch 128 and the quick-start 9x9 4x32 net at batch
-256. Paths: eager fp32, channels_last fp32, bf16 autocast + channels_last, torch.compile + bf16
-(the four the issue names), and what ``model.evaluator.Evaluator`` does: BN folded into the convs
-+ channels_last (fp32 and compiled), plus the full ``Evaluator`` call with its numpy round trip
-and random symmetries. Then the architecture options of the quick-start shape (``ARCHITECTURES``,
-issue 15) through the ``Evaluator``, side by side. Paths are timed in interleaved rounds and the
-median is reported, so load from other processes hits every path alike. Compile times are
+256. Paths: eager fp32, channels_last fp32, bf16 autocast + channels_last, torch.compile + bf16 (the
+four first measured), and what ``model.evaluator.Evaluator`` does: BN folded into the convs +
+channels_last (fp32 and compiled), plus the full ``Evaluator`` call with its numpy round trip and
+random symmetries. Then the architecture options of the quick-start shape (``ARCHITECTURES``, the
+laptop preset) through the ``Evaluator``, side by side. Paths are timed in interleaved rounds and
+the median is reported, so load from other processes hits every path alike. Compile times are
 reported beside the throughput.
 """
 
@@ -94,7 +94,7 @@ def measure(paths: dict, batch: int, rounds: int, seconds: float) -> dict[str, f
     return {name: statistics.median(r) for name, r in rates.items()}
 
 
-# Architecture options of the quick-start shape (issue 15, item 7), each through the Evaluator
+# Architecture options of the quick-start shape (docs/benchmarks.md), each through the Evaluator
 # as self-play calls it, timed side by side in interleaved rounds: (name, make_network kwargs).
 ARCHITECTURES = [
     ("4x32 (quick start)", {}),

@@ -3,11 +3,11 @@
 Usage: ``python -m bench.selfplay [--json PATH] [--seconds S] [--rounds R] [--threads T]
 [--device auto|cpu|cuda] [--configs quick,19x19,puct,gumbel,caps]``
 
-For the 9x9 quick start (configs/quickstart.yaml: since issue 15 the Gumbel search with playout
-caps at 0.25) and a small 19x19 net (4x32, the paper's PUCT search) by default, and each of issue
-15's search options alone when asked (``puct``: the paper's search, every move in full, as the
-quick start was before; ``gumbel``: the Gumbel search, every move in full; ``caps``: PUCT with
-playout caps at 0.25), in one run:
+For the 9x9 quick start (configs/quickstart.yaml: since it took the laptop preset, the Gumbel
+search with playout caps at 0.25) and a small 19x19 net (4x32, the paper's PUCT search) by
+default, and each of the laptop preset's search options alone when asked (``puct``: the paper's
+search, every move in full, as the quick start was before; ``gumbel``: the Gumbel search, every
+move in full; ``caps``: PUCT with playout caps at 0.25), in one run:
 
 - (a) the network alone: positions/s of `model.evaluator.Evaluator` at the batch size
   self-play uses (``concurrent_games * leaves_per_game``, capped by ``batch_size``);
@@ -204,11 +204,13 @@ def tree_memory(games: int = 256, N: int = 19, simulations: int = 800) -> dict:
             "rss_bytes": grown, "array_bytes": nbytes}  # fmt: skip
 
 
-#: The paper's search: PUCT, every move searched in full (the quick start before issue 15).
+#: The paper's search: PUCT, every move searched in full (the quick start before it took the laptop
+#: preset).
 PUCT, FULL_SEARCH = "search.algorithm=puct", "selfplay.full_search_fraction=1.0"
 PAPER_SEARCH = (PUCT, FULL_SEARCH)
-#: Benchmarked configs: the quick start and each search option alone (issue 15: self-play must
-#: keep >= 0.85 of the network's speed under each), name and overrides of configs/quickstart.yaml.
+#: Benchmarked configs: the quick start and each search option alone (docs/benchmarks.md: self-play
+#: must keep >= 0.85 of the network's speed under each), name and overrides of
+#: configs/quickstart.yaml.
 CONFIGS = {
     "quick": ("9x9 quick start (Gumbel, playout caps 0.25)", ()),
     "19x19": ("19x19 4x32 (PUCT)", ("rules.board_size=19", *PAPER_SEARCH)),

@@ -4,7 +4,7 @@ Usage: ``python -m bench.strength [--budget quick|1ch|4ch|HOURS] [--configs pape
 [--resume] [--games 100] [--curve-games 40] [--points 6] [--simulations 64] [--h2h-games 100]
 [--json PATH] [--png PATH]``
 
-For each config in turn (issue 14): a stand-in user repository, then ``tabula run`` one iteration
+For each config in turn: a stand-in user repository, then ``tabula run`` one iteration
 at a time until the run has spent the budget, counted in CPU-seconds (user + system of the
 run and every process it starts, `tasks.run.cputime`; an iteration that starts is finished, so a
 run spends up to one iteration more than its budget, and the table says how much). Then each
@@ -25,19 +25,19 @@ budgets share one scale.
 
 Configs (``bench/strength_configs.py``, each with its source): ``paper``, the paper's search and
 training settings on 9x9 (``configs/9x9.yaml``) with the quick start's network and 192 games an
-iteration (the earlier quick start's), fitted to two cores;
-``default``, the quick start (since issue 15 the laptop preset's settings); ``puct``, the quick
-start before that (the ``default`` of the runs measured then); ``gumbel``, puct with issue 15's
-Gumbel search and no gating; ``aux``, puct with the ownership and score heads; ``laptop``,
-``configs/9x9-laptop.yaml``. Every run plans 1000 iterations (``pipeline.iterations``) and the
-budget stops it, so no rate schedule decays within the budgets here.
+iteration (the earlier quick start's), fitted to two cores; ``default``, the quick start (since
+commit 8690194 the laptop preset's settings); ``puct``, the quick start before that (the ``default``
+of the runs measured then); ``gumbel``, puct with the laptop preset's Gumbel search and no gating;
+``aux``, puct with the ownership and score heads; ``laptop``, ``configs/9x9-laptop.yaml``. Every run
+plans 1000 iterations (``pipeline.iterations``) and the budget stops it, so no rate schedule decays
+within the budgets here.
 
 Everything is kept under ``--workdir`` (default ``bench/results/strength/BUDGET``): a killed
 benchmark resumes with ``--resume`` where it stopped (the runs are tabula runs, which resume
 themselves; finished ladder games are kept); a config whose run fails is reported as failed and
 the others still run. Prints the tables, writes JSON and the learning curve (Elo against
 CPU-hours, one line per config) as PNG. Last, per config, the line of Elo against log2 of the
-core-hours through the checkpoints that both won and lost against GnuGo, extended to issue 15's
+core-hours through the checkpoints that both won and lost against GnuGo, extended to the
 moonshot (a day on two cores, 48 core-hours; `bench.strength_report.extrapolate`). A
 ``--resume`` of a finished benchmark plays nothing and writes the tables, JSON and figure again.
 """
@@ -81,9 +81,10 @@ from tasks.run.records import SelfplayRecord, Stage
 from tasks.run.results import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
-# Core-hours. quick: what the quick start's five iterations spent before issue 15 (126-145 CPU-s
-# an iteration of the `puct` config, 0.19 core-hours for five, without GnuGo games); today's
-# spends about 0.14 (511 CPU-s with one GnuGo match, README), so `quick` gives it 7 iterations.
+# Core-hours. quick: what the quick start's five iterations spent before it took the laptop preset
+# (126-145 CPU-s an iteration of the `puct` config, 0.19 core-hours for five, without GnuGo games);
+# today's spends about 0.14 (511 CPU-s with one GnuGo match, README), so `quick` gives it 7
+# iterations.
 BUDGETS = {"quick": 0.2, "1ch": 1.0, "4ch": 4.0}
 # Ladder games played at once. Our side's network batches grow with it: 16 games of a 4x32
 # checkpoint at 64 simulations cost 8.2 CPU-s a game against 15.8 at 4 at once (measured side

@@ -22,10 +22,10 @@ MACHINE = [
 ]
 
 
-# The configs whose precision is part of the preset (issue 15, item 7): chosen per machine.
+# The configs whose precision is part of the preset (docs/strength.md): chosen per machine.
 PER_MACHINE_PRECISION = "training.bf16=auto"
-# The quick start's settings before it took the laptop preset's (issue 15), kept so that the
-# runs measured then can be repeated: the paper's search, targets, gate and resignation.
+# The quick start's settings before it took the laptop preset's (docs/strength.md), kept so
+# that the runs measured then can be repeated: the paper's search, targets, gate and resignation.
 PUCT_QUICKSTART = (
     "search.algorithm=puct",
     "network.aux_heads=false",
@@ -69,8 +69,9 @@ CONFIGS = {
     "puct": Entry(
         "configs/quickstart.yaml",
         (*MACHINE, "pipeline.iterations=1000", *PUCT_QUICKSTART),
-        "the quick start before issue 15 (the `default` of the tables measured before it took"
-        " the laptop preset's settings): the paper's PUCT search and targets, gated, resigning",
+        "the quick start before the laptop preset (the `default` of the tables measured before it"
+        " took the laptop preset's settings): the paper's PUCT search and targets, gated,"
+        " resigning",
     ),
     "gumbel": Entry(
         "configs/quickstart.yaml",

@@ -379,8 +379,8 @@ def test_random_valid_configs_round_trip(
 
 
 def test_a_config_written_in_full_before_a_switch_existed_loads_as_it_ran() -> None:
-    """A run frozen before issue 15's switches existed (its params.yaml holds every field of
-    its time) resumes with them off, as it ran; a partial file gets today's defaults."""
+    """A run frozen before the laptop preset's switches existed (its params.yaml holds every field
+    of its time) resumes with them off, as it ran; a partial file gets today's defaults."""
     data = yaml.safe_load(dump_config(load_config(None)))
     switches = {("search", "early_pass"): True, ("search", "fill_own_eyes"): True,
                 ("network", "aux_heads"): False, ("search", "algorithm"): "puct",

@@ -1,5 +1,5 @@
-"""The CLI's error contract (STYLE.md 12): a TabulaError is one line and exit 2; a bug keeps
-its traceback, a ValueError from deep inside a library included."""
+"""The CLI's error contract (docs/style.md, principle 12): a TabulaError is one line and exit 2; a
+bug keeps its traceback, a ValueError from deep inside a library included."""
 
 from __future__ import annotations
 

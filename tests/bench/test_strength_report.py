@@ -1,4 +1,5 @@
-"""The strength benchmark's extrapolation of Elo against compute (issue 15's moonshot)."""
+"""The strength benchmark's extrapolation of Elo against compute (the moonshot of
+docs/strength.md)."""
 
 from __future__ import annotations
 

@@ -329,7 +329,7 @@ def test_pickle_payload_refused_by_load_checkpoint(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "entry",
-    [  # gtp is the case; the others import Lightning
+    [  # gtp starts fastest; the others import Lightning
         "gtp",
         pytest.param("selfplay", marks=pytest.mark.slow),
         pytest.param("train", marks=pytest.mark.slow),

@@ -60,9 +60,9 @@ def test_gumbel_search_without_gating(prefect_server, project):
 
 
 def test_the_papers_search_targets_gate_and_resignation(prefect_server, project):
-    """The paper's switches, which the quick start left for issue 15's (configs/9x9.yaml and
-    the paper preset keep them): PUCT with visit counts as targets, every move searched in
-    full, z alone, the gate deciding promotion, resignation at the configured threshold."""
+    """The paper's switches, which the quick start left for the laptop preset's (configs/9x9.yaml
+    and the paper preset keep them): PUCT with visit counts as targets, every move searched in full,
+    z alone, the gate deciding promotion, resignation at the configured threshold."""
     cfg = load_config(None, [*TINY, *GATED, "search.algorithm=puct",
                              "selfplay.full_search_fraction=1.0", "training.value_target_mix=0.0",
                              "network.aux_heads=false", "pipeline.name=paper"])  # fmt: skip

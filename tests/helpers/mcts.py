@@ -1,5 +1,5 @@
 """Search test helpers: network-free evaluators, positions from diagrams, and
-from-scratch recounts of a tree (STYLE.md 8: test search without a network).
+from-scratch recounts of a tree (docs/style.md, principle 8: test search without a network).
 
 Diagrams are in GTP orientation (row N on top), ``X`` black, ``O`` white, ``.`` empty.
 """

@@ -1,4 +1,4 @@
-"""The search on positions with known answers, without a network (STYLE.md 8)."""
+"""The search on positions with known answers, without a network (docs/style.md, principle 8)."""
 
 from __future__ import annotations
 

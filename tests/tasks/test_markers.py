@@ -79,9 +79,9 @@ def test_a_marker_of_the_old_format_loads_as_its_record_and_writes_back_the_same
     record = from_json(RECORDS[name], data)
     assert isinstance(record, RECORDS[name])
     again = to_json(record)
-    # Fields added since (issue 14: anchor margins, skipped anchors; issue 15: the rate
-    # schedule and precision a training stage used) come back at their defaults, which say
-    # "not recorded"; everything the old marker held comes back as it was.
+    # Fields added since (with GnuGo anchors: anchor margins, skipped anchors; with the laptop
+    # preset: the rate schedule and precision a training stage used) come back at their defaults,
+    # which say "not recorded"; everything the old marker held comes back as it was.
     added = {k: v for k, v in _walk(again).items() if k not in _walk(data)}
     assert all(v in (None, 0, {}, []) for v in added.values()), added
     again = _prune(again, data)
