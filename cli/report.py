@@ -74,7 +74,7 @@ def skipped_notes(rows: list[SummaryRow]) -> list[str]:
 
 
 def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
-    from cli.ui import ui_command
+    from cli.ui import experiment_lines, ui_command
     from tasks.run.markers import champion, finished
     from tasks.run.records import EvaluationRecord, Stage
 
@@ -101,6 +101,10 @@ def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
             cfg.pipeline.mlflow_tracking_uri, cfg.pipeline.mlflow_artifact_root, project=project
         )
     )
+    # The run's runs table and charts there (plain print: rich would wrap the long URLs).
+    uri = cfg.pipeline.mlflow_tracking_uri
+    for line in experiment_lines(uri, project=project, run=cfg.pipeline.name):
+        print(line)
 
 
 def print_status(cfg: Config, project: Path, run: str) -> None:

@@ -8,6 +8,12 @@ One worker is enough for one person and starts faster on a small machine.
 ``start_ui`` returns the running process once the server answers (the end-to-end test drives
 it with a browser); ``serve_ui`` runs it in the foreground until Ctrl-C; ``ui_command`` is the
 equivalent shell line.
+
+``experiment_links`` gives the two pages a newcomer wants, the runs table of the project's
+experiment and its charts, as URLs that open on them in any browser (``experiment_lines``: the
+lines that ``tabula ui`` and the end of ``tabula run`` print). A bare experiment URL does not:
+MLflow 3 opens an experiment on its GenAI overview ("Traces 0") unless the browser remembers the
+"Model training" choice of its sidebar, whatever the experiment's kind.
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote, urlencode
 
 from tabula.errors import TabulaError
-from tasks.tracking import resolve_uri
+from tasks.tracking import TAG_KIND, connect, experiment_name, resolve_uri
 
 # The server is local: never ask an HTTP proxy from the environment for it.
 _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -43,8 +51,87 @@ class UiError(TabulaError):
     """The UI cannot start: no store, a busy port, or a server that exits early."""
 
 
+#: The query parameter that sets the sidebar of MLflow 3's UI (3.17) to "Model training" for the
+#: page it opens: the UI reads it before the choice a browser remembers (local storage
+#: ``mlflow.workflowType``), which is "GenAI" in a fresh browser. Under "GenAI" an experiment
+#: opens on its overview of traces.
+TRAINING_VIEW = {"workflowType": "machine_learning"}
+#: The runs the charts compare: the pipeline runs, each with its metrics by iteration. An
+#: iteration's own run logs Elo too (one point); expanded in the table, it would add a line to
+#: every chart.
+PIPELINE_RUNS = f"tags.`{TAG_KIND}` = 'pipeline'"
+
+
+@dataclass(frozen=True)
+class ExperimentLinks:
+    """The MLflow UI's pages of one experiment (hash routes of MLflow 3.17's single-page app)."""
+
+    runs: str  # the runs table: each pipeline run, its iterations nested under it
+    charts: str  # the chart view of the pipeline runs: Elo, losses, win rates by iteration
+
+
 def ui_url(host: str = "127.0.0.1", port: int = 5000) -> str:
     return f"http://{host}:{port}"
+
+
+def experiment_links(experiment_id: str, base: str | None = None) -> ExperimentLinks:
+    """The runs table and the charts of experiment ``experiment_id`` on the UI at ``base``
+    (default: ``ui_url()``), both in the "Model training" view.
+
+    Each link sets the runs' search filter (empty for the table): a URL without one restores
+    the filter the browser used last, so after a visit to the charts the table would show
+    theirs. ``compareRunsMode=CHART`` is the runs page's chart view.
+    """
+    root = f"{(base or ui_url()).rstrip('/')}/#/experiments/{quote(experiment_id, safe='')}/runs"
+
+    def link(**params: str) -> str:
+        return f"{root}?{urlencode({**params, **TRAINING_VIEW}, quote_via=quote)}"
+
+    return ExperimentLinks(
+        runs=link(searchFilter=""),
+        charts=link(compareRunsMode="CHART", searchFilter=PIPELINE_RUNS),
+    )
+
+
+def find_experiment(
+    tracking_uri: str, project: Path | None = None, run: str | None = None
+) -> tuple[str, str] | None:
+    """The name and id of the project's experiment (``tasks.tracking.experiment_name``), or of
+    ``run``'s own experiment ``tabula/<run>`` where a run begun before one experiment held every
+    run of a project stays (``tasks.runs``); None while the store or the experiment is missing.
+    """
+    uri = resolve_uri(tracking_uri, project)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        return None  # (connecting would create the store)
+    client = connect(tracking_uri, project)
+    for name in ([f"tabula/{run}"] if run else []) + [experiment_name()]:
+        found = client.get_experiment_by_name(name)
+        if found is not None and found.lifecycle_stage == "active":
+            return found.name, found.experiment_id
+    return None
+
+
+def experiment_lines(
+    tracking_uri: str,
+    base: str | None = None,
+    project: Path | None = None,
+    run: str | None = None,
+) -> list[str]:
+    """Two lines with the runs and charts links of the experiment (`find_experiment`) on the
+    UI at ``base`` (default: the tracking server itself when the store is one, else
+    ``ui_url()``), or one line saying there is no experiment yet."""
+    found = find_experiment(tracking_uri, project, run)
+    if found is None:
+        return [f"no experiment {experiment_name()!r} in the store yet: run the pipeline first"]
+    name, experiment_id = found
+    if base is None:
+        uri = resolve_uri(tracking_uri, project)
+        base = uri if uri.startswith(("http://", "https://")) else ui_url()
+    links = experiment_links(experiment_id, base)
+    return [
+        f"runs of experiment {name!r}:  {links.runs}",
+        f"their charts (Elo, losses by iteration):  {links.charts}",
+    ]
 
 
 def server_argv(
@@ -145,11 +232,17 @@ def serve_ui(
     artifact_root: str | Path | None = None,
     project: Path | None = None,
 ) -> int:
-    """Serve the UI in the foreground until Ctrl-C or the server exits; its exit code."""
+    """Serve the UI in the foreground until Ctrl-C or the server exits; its exit code.
+
+    Prints its URL, then the links to the project experiment's runs and charts
+    (`experiment_lines`).
+    """
     proc = start_ui(tracking_uri, artifact_root, host, port, project)
-    print(f"MLflow UI: {ui_url(host, port)}  (Ctrl-C to stop)", flush=True)
     previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the server too
     try:
+        print(f"MLflow UI: {ui_url(host, port)}  (Ctrl-C to stop)", flush=True)
+        for line in experiment_lines(tracking_uri, ui_url(host, port), project):
+            print(line, flush=True)
         return proc.wait()
     except KeyboardInterrupt:
         return 0

@@ -7,6 +7,10 @@ alias. Every expected name, id and digest is read back from the store, so the te
 the built store and for a real pipeline's. Screenshots go to ``TABULA_SCREENSHOTS`` (kept) or
 a temporary folder.
 
+A newcomer's first screens: the links that ``tabula ui`` and ``tabula run`` print, followed in
+a fresh browser (where MLflow 3 starts in its GenAI view), open on the runs table and on the charts,
+not on the experiment's GenAI overview ("Traces 0").
+
 Waits are on visible text and elements (Playwright's auto-waiting ``expect``), never sleeps.
 Routes are those of the MLflow 3 UI (hash routes: ``#/experiments/ID/runs``, ``#/models/NAME``).
 """
@@ -20,12 +24,19 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 from playwright.sync_api import expect
 
-from cli.ui import UiError, start_ui, ui_command
+from cli.ui import (
+    PIPELINE_RUNS,
+    UiError,
+    experiment_lines,
+    experiment_links,
+    start_ui,
+    ui_command,
+)
 from tasks.tracking import TAG_KIND
 
 
@@ -130,6 +141,35 @@ def ui(browser, mlflow_url: str) -> Iterator[object]:
         context.close()
 
 
+@pytest.fixture
+def fresh(browser, mlflow_url: str) -> Iterator[object]:
+    """A tab in a browser profile of its own, as a newcomer's: nothing remembered, so MLflow 3
+    shows its GenAI view (its "Model training" toggle never clicked)."""
+    expect.set_options(timeout=30_000)
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    page.add_locator_handler(
+        page.locator('[data-component-id="mlflow.assistant.chat_panel.close"]'),
+        lambda close: close.click(),
+    )
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def printed(ui_store, mlflow_url: str, expected: Expected) -> tuple[str, str]:
+    """The runs and charts URLs as ``tabula ui`` and the end of ``tabula run`` print them."""
+    lines = experiment_lines(ui_store.tracking_uri, mlflow_url, run=expected.parent)
+    assert len(lines) == 2, lines
+    runs, charts = (line.rsplit(" ", 1)[1] for line in lines)
+    for url in (runs, charts):
+        assert url.startswith(f"{mlflow_url}/#/experiments/{expected.experiment_id}/runs?"), url
+    return runs, charts
+
+
 def shot(page, folder: Path, name: str) -> Path:
     path = folder / f"{name}.png"
     # Finish CSS transitions first: a dialog closed a moment ago still fades its grey mask.
@@ -160,17 +200,18 @@ def test_experiment_lists_the_run_and_its_iterations(
     shot(ui, screenshots, "1-runs-with-iterations")
 
 
-def _chart(page, metric: str, run_name: str):
+def _chart(page, metric: str, run_name: str, title: str | None = None):
     """The chart card of ``metric`` for ``run_name``, with a drawn line.
 
     A run with dozens of metrics renders only the charts in view, so the user's way in is the
     page's chart search. Metrics named SECTION/NAME are grouped in a section, the chart titled
     NAME; its legend reads "RUN (SECTION/NAME)". The search matches substrings: "loss" also
     shows every loss/NAME chart, above the section of plain names, so the user scrolls down to
-    it as far as it takes (charts out of view are not rendered).
+    it as far as it takes (charts out of view are not rendered). The experiment's chart view
+    titles a chart by the full name (``title``).
     """
     page.get_by_role("searchbox", name="Search metric charts").fill(metric)
-    title, legend = metric.rpartition("/")[2], f"{run_name} ({metric})"
+    title, legend = title or metric.rpartition("/")[2], f"{run_name} ({metric})"
     card = (
         page.get_by_test_id("experiment-view-compare-runs-card")
         .filter(has=page.get_by_role("heading", name=title, exact=True))
@@ -235,6 +276,64 @@ def test_two_runs_compared_in_one_elo_chart(ui, expected: Expected, screenshots:
     # One drawn line per run (MLflow draws each trace twice: the same path in two layers).
     assert len({line.get_attribute("d") for line in lines.all()}) == len(expected.pipelines)
     shot(ui, screenshots, "7-two-runs-elo")
+
+
+def _not_the_genai_overview(page) -> None:
+    """The "Model training" view (its sidebar links the model registry), not the GenAI one
+    whose experiment overview counts traces ("Traces 0": the only "Traces" outside a link)."""
+    expect(page.get_by_role("link", name="Model registry")).to_be_visible()
+    expect(page.get_by_text("Traces", exact=True).and_(page.locator(":not(a)"))).to_have_count(0)
+
+
+def _runs_table(page, expected: Expected) -> None:
+    """The experiment's runs table: every pipeline run, the newest with its iterations."""
+    expect(page).to_have_url(re.compile(rf"#/experiments/{expected.experiment_id}/runs\?"))
+    expect(page.get_by_role("heading", name="Runs", exact=True)).to_be_visible()
+    grid = page.locator(".ag-root")
+    for name in expected.pipelines:
+        expect(grid.get_by_role("link", name=name, exact=True)).to_be_visible()
+    _not_the_genai_overview(page)
+    parent = grid.get_by_role("gridcell").filter(
+        has=page.get_by_role("link", name=expected.parent, exact=True)
+    )
+    parent.get_by_role("button").click()  # expand: the iterations, nested under their run
+    for _, name in expected.children:
+        expect(grid.get_by_role("link", name=name, exact=True).first).to_be_visible()
+
+
+@pytest.mark.slow
+@pytest.mark.chromium
+def test_printed_runs_link_opens_the_runs_table_in_a_fresh_browser(
+    fresh, printed: tuple[str, str], expected: Expected, screenshots: Path
+) -> None:
+    fresh.goto(printed[0])
+    _runs_table(fresh, expected)
+    shot(fresh, screenshots, "8-printed-runs-link")
+
+
+@pytest.mark.slow
+@pytest.mark.chromium
+def test_printed_charts_link_opens_the_charts_in_a_fresh_browser(
+    fresh, printed: tuple[str, str], expected: Expected, screenshots: Path
+) -> None:
+    runs, charts = printed
+    fresh.goto(charts)
+    expect(fresh).to_have_url(re.compile(r"compareRunsMode=CHART"))
+    cards = fresh.get_by_test_id("experiment-view-compare-runs-card")
+    expect(cards.first.locator(".js-plotly-plot .scatterlayer path.js-line").first).to_be_attached()
+    _not_the_genai_overview(fresh)
+    shot(fresh, screenshots, "9-printed-charts-link")
+    # Each pipeline run by iteration: its loss, its Elo, a line per run and none per iteration.
+    _chart(fresh, "train/loss", expected.parent, title="train/loss")
+    elo = _chart(fresh, "elo", expected.parent)
+    for name in expected.pipelines:
+        expect(elo.get_by_text(f"{name} (elo)", exact=True)).to_be_visible()
+    for _, name in expected.children:
+        expect(elo.get_by_text(f"{name} (elo)", exact=True)).to_have_count(0)
+    shot(fresh, screenshots, "10-printed-charts-link-elo")
+    # The charts' run filter stays with them: the runs link still shows every run.
+    fresh.goto(runs)
+    _runs_table(fresh, expected)
 
 
 @pytest.mark.slow
@@ -310,3 +409,50 @@ def test_start_ui_refuses_a_busy_port(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         with pytest.raises(UiError, match=rf"127\.0\.0\.1:{port} .*choose another --port"):
             start_ui(f"sqlite:///{tmp_path}/mlflow.db", port=port)
+
+
+def test_experiment_links_open_the_runs_and_charts_of_the_training_view() -> None:
+    links = experiment_links("7", "http://127.0.0.1:5123/")
+    view = "workflowType=machine_learning"
+    assert links.runs == f"http://127.0.0.1:5123/#/experiments/7/runs?searchFilter=&{view}"
+    assert links.charts == (
+        "http://127.0.0.1:5123/#/experiments/7/runs?compareRunsMode=CHART"
+        f"&searchFilter=tags.%60tabula.kind%60%20%3D%20%27pipeline%27&{view}"
+    )
+    route, _, query = urlsplit(links.charts).fragment.partition("?")
+    assert route == "/experiments/7/runs"
+    assert parse_qs(query) == {
+        "compareRunsMode": ["CHART"],
+        "searchFilter": [f"tags.`{TAG_KIND}` = 'pipeline'"],
+        "workflowType": ["machine_learning"],
+    }
+    assert PIPELINE_RUNS == parse_qs(query)["searchFilter"][0]
+    assert experiment_links("7").runs.startswith("http://127.0.0.1:5000/#/experiments/7/runs?")
+
+
+def test_experiment_lines_link_the_project_experiment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tasks import tracking
+
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert experiment_lines(uri) == [
+        "no experiment 'tabula' in the store yet: run the pipeline first"
+    ]
+    assert not (tmp_path / "mlflow.db").exists()  # looking creates no store
+    client = tracking.connect(uri)
+    project = tracking.experiment(client, "tabula", tmp_path / "artifacts")
+    legacy = tracking.experiment(client, "tabula/old", tmp_path / "artifacts")
+    base = "http://127.0.0.1:5123"
+    for run, (name, exp) in {
+        None: ("tabula", project),
+        "new": ("tabula", project),
+        "old": ("tabula/old", legacy),  # a run begun in its own experiment stays there
+    }.items():
+        links = experiment_links(exp, base)
+        assert experiment_lines(uri, base, run=run) == [
+            f"runs of experiment {name!r}:  {links.runs}",
+            f"their charts (Elo, losses by iteration):  {links.charts}",
+        ]
+    assert experiment_lines(uri)[0].endswith(experiment_links(project).runs)
