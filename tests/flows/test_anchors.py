@@ -43,7 +43,8 @@ def test_a_run_plays_gnugo_logs_the_margin_and_skips_a_missing_engine(
     # both games started from the set's first opening (games 0 and 1 share it, colours swapped)
     opening = opening_set(5, 1, cfg.evaluation.opening_plies, OPENINGS_SEED)[0]
     for result in evaluation.anchors["gnugo-l1"].results:
-        record = read_sgf(Path(result["sgf"]).read_bytes())
+        assert not Path(result["sgf"]).is_absolute()  # project-relative, as every stored path
+        record = read_sgf((project / result["sgf"]).read_bytes())
         assert tuple(m for _, m in record.moves[: len(opening)]) == opening
         assert replay(record).score() == result["score"] or result["score"] is None
 
