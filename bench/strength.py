@@ -31,7 +31,8 @@ training settings on 9x9 (``configs/9x9.yaml``) with the quick start's network a
 iteration (the earlier quick start's), fitted to two cores; ``default``, the quick start (since
 commit 8690194 the laptop preset's settings); ``puct``, the quick start before that (the ``default``
 of the runs measured then); ``gumbel``, puct with the laptop preset's Gumbel search and no gating;
-``aux``, puct with the ownership and score heads; ``laptop``, ``configs/9x9-laptop.yaml``. Each
+``aux``, puct with the ownership and score heads; ``kcaps``, default with KataGo's playout caps
+in full; ``laptop``, ``configs/9x9-laptop.yaml``. Each
 run's first iteration plans the config's ``pipeline.iterations`` (1000: no drop yet); from the
 second on, the schedule is fitted to what the budget is expected to pay for, so every run anneals
 within its budget.
@@ -126,6 +127,9 @@ def _run_env(work: Path) -> dict[str, str]:
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "600",
         "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(ROOT / ".numba_cache")),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        # torch's waiting OpenMP threads sleep instead of spinning: spinning threads count as
+        # CPU-seconds, so a busy machine would inflate the run's count (and its cost).
+        "OMP_WAIT_POLICY": "PASSIVE",
     }
 
 

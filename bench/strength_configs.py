@@ -91,6 +91,18 @@ CONFIGS = {
         (*MACHINE, "pipeline.iterations=1000", *PUCT_QUICKSTART, "network.aux_heads=true"),
         "puct with KataGo's ownership and score heads (Wu 2019)",
     ),
+    "kcaps": Entry(
+        "configs/quickstart.yaml",
+        (
+            *MACHINE,
+            "pipeline.iterations=1000",
+            PER_MACHINE_PRECISION,
+            "selfplay.quiet_fast_searches=true",
+            "training.fast_row_weight=0.0",
+        ),
+        "default with KataGo's playout caps in full (Wu 2019, section 3.1): fast searches"
+        " without root noise, playing their best move, and their rows given no weight",
+    ),
     "laptop": Entry(
         "configs/9x9-laptop.yaml",
         (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION),
