@@ -4,10 +4,13 @@ Usage: ``python -m bench.strength [--budget quick|1ch|4ch|HOURS] [--configs pape
 [--resume] [--games 100] [--curve-games 40] [--points 6] [--simulations 64] [--h2h-games 100]
 [--json PATH] [--png PATH]``
 
-For each config in turn: a stand-in user repository, then ``tabula run`` one iteration
-at a time until the run has spent the budget, counted in CPU-seconds (user + system of the
-run and every process it starts, `tasks.run.cputime`; an iteration that starts is finished, so a
-run spends up to one iteration more than its budget, and the table says how much). Then each
+For each config in turn: a stand-in user repository, then ONE budgeted run, ``tabula run
+--core-hours BUDGET``, as a user would make it: the run counts the CPU-seconds of its processes
+(`tasks.run.budget`), fits its rate schedule to the budget and stops itself at the first
+iteration boundary past it (an iteration that starts is finished, so a run spends up to one
+iteration more than its budget, and the table says how much). The runs play no anchor games:
+the benchmark rates their checkpoints after the budget, so the budget goes to self-play and
+training, whose share (``learning_share``) the table and the JSON give per config. Then each
 config's champion plays ``--games`` games against GnuGo level 1, and against the next level up
 while it wins more than half; ``--points`` checkpoints of the run (evenly spaced, the last one
 included) play ``--curve-games`` against level 1, so one run gives a whole learning curve.
@@ -28,9 +31,11 @@ training settings on 9x9 (``configs/9x9.yaml``) with the quick start's network a
 iteration (the earlier quick start's), fitted to two cores; ``default``, the quick start (since
 commit 8690194 the laptop preset's settings); ``puct``, the quick start before that (the ``default``
 of the runs measured then); ``gumbel``, puct with the laptop preset's Gumbel search and no gating;
-``aux``, puct with the ownership and score heads; ``laptop``, ``configs/9x9-laptop.yaml``. Every run
-plans 1000 iterations (``pipeline.iterations``) and the budget stops it, so no rate schedule decays
-within the budgets here.
+``aux``, puct with the ownership and score heads; ``kcaps``, default with KataGo's playout caps
+in full; ``laptop``, ``configs/9x9-laptop.yaml``. Each
+run's first iteration plans the config's ``pipeline.iterations`` (1000: no drop yet); from the
+second on, the schedule is fitted to what the budget is expected to pay for, so every run anneals
+within its budget.
 
 Everything is kept under ``--workdir`` (default ``bench/results/strength/BUDGET``): a killed
 benchmark resumes with ``--resume`` where it stopped (the runs are tabula runs, which resume
@@ -74,6 +79,7 @@ from tabula.errors import TabulaError, first_line
 from tabula.ladder import gnugo_spec
 from tabula.openings import match_openings
 from tasks.evaluate import run_match
+from tasks.run.budget import read_budget
 from tasks.run.cputime import CORE_HOUR, run_measured
 from tasks.run.layout import RunLayout
 from tasks.run.markers import champion, finished
@@ -121,12 +127,19 @@ def _run_env(work: Path) -> dict[str, str]:
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "600",
         "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(ROOT / ".numba_cache")),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        # torch's waiting OpenMP threads sleep instead of spinning: spinning threads count as
+        # CPU-seconds, so a busy machine would inflate the run's count (and its cost).
+        "OMP_WAIT_POLICY": "PASSIVE",
     }
 
 
 def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, console: Console):
-    """Run iterations of config ``name`` until its CPU-seconds reach ``budget_s``; the state
-    (``work/state.json``: CPU and wall seconds after each iteration) survives a kill."""
+    """Config ``name`` as ONE budgeted run (``tabula run --core-hours``): the run fits its rate
+    schedule to the budget, stops itself at an iteration boundary once it is spent, and
+    records what each iteration cost (`tasks.run.budget`); a killed benchmark reruns the same
+    command, which resumes the run. Returns the state: the run's per-iteration CPU and wall
+    seconds (cumulative) and CPU by stage, and the command's own CPU count (``wait4``) beside
+    the run's (``work/state.json``, kept for ``--resume``)."""
     state_path = work / "state.json"
     state = json.loads(state_path.read_text()) if state_path.exists() else {"iterations": []}
     project = work / "project"
@@ -134,25 +147,37 @@ def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, co
         empty_project(project, who="strength")
     argv = [*TABULA, "run", "--config", str(ROOT / entry.file), "--name", f"strength-{name}"]
     argv += [a for o in entry.overrides for a in ("--set", o)]
-    while state.get("failed") is None:
-        spent = state["iterations"][-1]["cpu_s"] if state["iterations"] else 0.0
-        if spent >= budget_s:
-            break
-        i = len(state["iterations"]) + 1
-        console.print(f"{name}: iteration {i} ({spent / CORE_HOUR:.2f} of "
-                      f"{budget_s / CORE_HOUR:.2f} core-hours spent)")  # fmt: skip
-        m = run_measured([*argv, "--iterations", str(i)], cwd=project, env=_run_env(work),
-                         log=work / "run.log")  # fmt: skip
-        wall = state["iterations"][-1]["wall_s"] if state["iterations"] else 0.0
+    argv += ["--core-hours", f"{budget_s / CORE_HOUR:.6f}"]
+    if state.get("failed") is None and not state.get("done"):
+        console.print(f"{name}: one run of {budget_s / CORE_HOUR:.2f} core-hours")
+        m = run_measured(argv, cwd=project, env=_run_env(work), log=work / "run.log")
+        state["command_cpu_s"] = state.get("command_cpu_s", 0.0) + m.cpu_s
+        state["command_wall_s"] = state.get("command_wall_s", 0.0) + m.wall_s
         if m.returncode != 0:
             state["failed"] = m.stderr_tail.splitlines()[-1] if m.stderr_tail else "failed"
-            state["failed_cpu_s"] = spent + m.cpu_s
         else:
-            state["iterations"].append(
-                {"iteration": i, "cpu_s": spent + m.cpu_s, "wall_s": wall + m.wall_s}
-            )
-        write_json(state_path, state)
+            state["done"] = True
+    budget = read_budget(_layout(work, name))
+    state["iterations"] = [
+        {"iteration": s.iteration, "cpu_s": s.cpu_s, "wall_s": s.wall_s, "stages": s.stages}
+        for s in budget.spent
+    ]
+    if state.get("failed") is not None:
+        state["failed_cpu_s"] = state["command_cpu_s"]
+    write_json(state_path, state)
     return state
+
+
+def learning_share(state: dict) -> tuple[dict[str, float], float | None]:
+    """CPU-seconds by stage over the run's iterations, and the share of self-play and
+    training in them (None when the run recorded none)."""
+    stages: dict[str, float] = {}
+    for row in state["iterations"]:
+        for stage, seconds in row.get("stages", {}).items():
+            stages[stage] = stages.get(stage, 0.0) + seconds
+    total = sum(stages.values())
+    share = (stages.get("selfplay", 0.0) + stages.get("train", 0.0)) / total if total else None
+    return stages, share
 
 
 # -- the ladder ---------------------------------------------------------------------------------
@@ -262,6 +287,7 @@ def rate_config(
                 break
     selfplay = [finished(layout, i, Stage.SELFPLAY, SelfplayRecord) for i in done]
     cpu = {row["iteration"]: row["cpu_s"] for row in state["iterations"]}
+    stages, share = learning_share(state)
     return {
         "config": name,
         "failed": state.get("failed"),
@@ -269,6 +295,9 @@ def rate_config(
         "champion": best_i,
         "cpu_s": state.get("failed_cpu_s") or (state["iterations"][-1]["cpu_s"] if done else 0.0),
         "wall_s": state["iterations"][-1]["wall_s"] if done else 0.0,
+        "command_cpu_s": state.get("command_cpu_s"),
+        "stage_cpu_s": stages,
+        "learning_share": share,
         "games": sum(s.games for s in selfplay if s is not None),
         "positions": sum(s.positions for s in selfplay if s is not None),
         "checkpoints": {

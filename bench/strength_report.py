@@ -126,7 +126,8 @@ def _pct(m: dict[str, Any]) -> str:
 
 def table(rows: list[dict[str, Any]], budget: str, simulations: int) -> Table:
     t = Table(title=f"strength at budget {budget}: champion vs GnuGo ({simulations} simulations)")
-    columns = ("config", "CPU-h used", "iterations", "games", "positions", "champion",
+    columns = ("config", "CPU-h used", "learning share", "iterations", "games", "positions",
+               "champion",
                "vs GnuGo l1 (95%)", "margin vs l1", "higher levels", "Elo (l1 = 0)")  # fmt: skip
     for column in columns:
         t.add_column(column)
@@ -138,6 +139,7 @@ def table(rows: list[dict[str, Any]], budget: str, simulations: int) -> Table:
         t.add_row(
             row["config"] + (f" (failed: {row['failed']})" if row["failed"] else ""),
             f"{row['cpu_s'] / CORE_HOUR:.2f}",
+            "—" if row.get("learning_share") is None else f"{row['learning_share']:.0%}",
             str(row["iterations"]),
             f"{row['games']:,}",
             f"{row['positions']:,}",

@@ -273,6 +273,17 @@ def run(
     dask_address: Annotated[
         str | None, typer.Option(help="Fan self-play out to this Dask scheduler (tcp://host:8786).")
     ] = None,
+    core_hours: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="CPU budget in core-hours: the rate schedule fits it, and no iteration starts"
+            " once it is spent (resume or extend with a larger one).",
+        ),
+    ] = None,
+    hours: Annotated[
+        float | None, typer.Option(min=0.0, help="Wall-clock budget in hours, likewise.")
+    ] = None,
     set_: SetOpt = None,
 ) -> None:
     """Run the pipeline (or resume it at the first unfinished stage)."""
@@ -285,7 +296,9 @@ def run(
     _one_line_console_errors()
     _interrupt_on_sigterm()
     with stage_progress() as display, showing(display):
-        rows = run_pipeline(cfg, _project(), iterations, dask_address)
+        rows = run_pipeline(
+            cfg, _project(), iterations, dask_address, core_hours, hours, cpu_start=0.0
+        )
     print_summary(cfg, _project(), rows)
 
 

@@ -67,6 +67,45 @@ def summary_table(rows: list[SummaryRow], title: str) -> Table:
     return table
 
 
+def cpu_split(rows: list[SummaryRow]) -> str | None:
+    """One line: the CPU-seconds of these iterations by stage, and the share that went to
+    learning (self-play and training); None when no iteration was measured."""
+    stages: dict[str, float] = {}
+    for row in rows:
+        for stage, seconds in row.stage_cpu_s.items():
+            stages[stage] = stages.get(stage, 0.0) + seconds
+    total = sum(stages.values())
+    if not total:
+        return None
+    parts = ", ".join(f"{stage} {seconds:,.0f}" for stage, seconds in stages.items())
+    learning = (stages.get("selfplay", 0.0) + stages.get("train", 0.0)) / total
+    return f"CPU-seconds by stage: {parts}; learning share {learning:.0%}"
+
+
+def budget_note(layout: RunLayout) -> str | None:
+    """One line on a budgeted run: what it may spend and has spent (None without a budget)."""
+    from tasks.run.budget import read_budget, spent_fraction
+    from tasks.run.cputime import CORE_HOUR
+
+    budget = read_budget(layout)
+    if budget.core_hours is None and budget.hours is None:
+        return None
+    last = budget.spent[-1] if budget.spent else None
+    cpu, wall = (last.cpu_s, last.wall_s) if last else (0.0, 0.0)
+    limits = []
+    if budget.core_hours is not None:
+        limits.append(f"{cpu / CORE_HOUR:.2f} of {budget.core_hours:g} core-hours")
+    if budget.hours is not None:
+        limits.append(f"{wall / 3600:.2f} of {budget.hours:g} hours")
+    done = len(budget.spent)
+    if spent_fraction(budget, cpu, wall) < 1.0:
+        return f"budget: {', '.join(limits)} spent over {done} iteration(s)"
+    return (
+        f"budget spent: {', '.join(limits)} over {done} iteration(s); the run stopped at an"
+        " iteration boundary (a larger --core-hours or --hours extends it)"
+    )
+
+
 def skipped_notes(rows: list[SummaryRow]) -> list[str]:
     """One line per anchor some iteration could not play, saying why (what to install)."""
     reasons = {name: why for row in rows for name, why in row.skipped.items()}
@@ -82,6 +121,12 @@ def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
     console.print(summary_table(rows, f"tabula run {cfg.pipeline.name!r}"))
     for note in skipped_notes(rows):
+        console.print(note)
+    split = cpu_split(rows)
+    if split is not None:
+        console.print(split)
+    note = budget_note(layout)
+    if note is not None:
         console.print(note)
     last = finished(layout, rows[-1].iteration, Stage.EVALUATE, EvaluationRecord) if rows else None
     if last is not None:

@@ -8,6 +8,7 @@ command again resumes at the first unfinished stage of the first unfinished iter
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from prefect import flow
@@ -22,6 +23,7 @@ from tasks.lineage import checkpoint_tags, dvc_commit, record_lineage, write_ite
 from tasks.plan import plan as plan_task
 from tasks.plan import specs_of
 from tasks.promote import promote
+from tasks.run.cputime import Laps
 from tasks.run.layout import RunLayout
 from tasks.run.markers import finished, resumable
 from tasks.run.records import EvaluationRecord, PromotionRecord, SelfplayRecord, Stage, TrainRecord
@@ -139,8 +141,10 @@ def iteration(
     tags: dict[str, str],
     iterations: int | None = None,
 ) -> SummaryRow:
-    """Run (or resume) iteration ``i`` of ``run``, part of a run of ``iterations`` iterations
-    (default: the config's; the rate schedule stretches to it); returns its summary row."""
+    """Run (or resume) iteration ``i`` of ``run``, part of a run planned for ``iterations``
+    iterations (default: the config's; the rate schedule fits it); returns its summary row,
+    with the CPU-seconds of each stage."""
+    laps = Laps()  # CPU-seconds by stage; what the stages do not spend is bookkeeping
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
     planned = iterations or cfg.pipeline.iterations
@@ -152,16 +156,25 @@ def iteration(
     try:  # (from here on, a stop ends the child run FAILED or KILLED)
         progress = IterationProgress(layout, i, child, mlflow_runs.run_link(cfg, layout, child))
         found = {s for s, r in STAGE_RECORDS.items() if finished(layout, i, s, r) is not None}
+        laps.lap("bookkeeping")
         selfplay = run_selfplay(cfg, layout, plan, runs, planned)
+        laps.lap(Stage.SELFPLAY.value)
         progress.done(Stage.SELFPLAY, selfplay, Stage.SELFPLAY in found)
         train = run_train(cfg, layout, plan, runs, planned)
+        laps.lap(Stage.TRAIN.value)
         progress.done(Stage.TRAIN, train, Stage.TRAIN in found)
         evaluation = run_evaluate(cfg, layout, plan, runs)
+        laps.lap(Stage.EVALUATE.value)
         progress.done(Stage.EVALUATE, evaluation, Stage.EVALUATE in found)
         promotion = run_promote(cfg, layout, plan, evaluation, train, runs, tags)
+        laps.lap(Stage.PROMOTE.value)
         progress.done(Stage.PROMOTE, promotion, Stage.PROMOTE in found)
         record_lineage(layout, i, f"{run}: iteration {i} (code {tags.get('git_commit')})")
         row = publish_summary(layout, i, selfplay, train, evaluation, promotion)
+        cpu = laps.rest("bookkeeping")
+        row = dataclasses.replace(row, stage_cpu_s=cpu)
+        metrics = {f"cpu/{stage}_s": seconds for stage, seconds in cpu.items()}
+        mlflow_runs.log_metrics(cfg, layout, runs[:1], metrics, step=i)
     except BaseException as error:  # the child run ends FAILED, or KILLED on an interrupt
         mlflow_runs.fail(cfg, layout, [child], error)
         raise

@@ -12,6 +12,7 @@ each unfinished iteration.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from prefect import flow
@@ -25,9 +26,29 @@ from tasks import tracking, versioning
 from tasks.lineage import dvc_commit, freeze_config, write_init_stage
 from tasks.plan import init_model
 from tasks.promote import set_champion
+from tasks.run.budget import (
+    Meter,
+    last_spent,
+    limited,
+    planned_iterations,
+    read_budget,
+    record_iteration,
+    set_limits,
+    spent_fraction,
+    spent_on,
+    totals,
+)
+from tasks.run.cputime import process_tree_cpu_seconds
 from tasks.run.layout import RunLayout, RunLock
 from tasks.run.markers import champion, finished
-from tasks.run.records import EvaluationRecord, PromotionRecord, SelfplayRecord, Stage, TrainRecord
+from tasks.run.records import (
+    Budget,
+    EvaluationRecord,
+    PromotionRecord,
+    SelfplayRecord,
+    Stage,
+    TrainRecord,
+)
 from tasks.run.summary import SummaryRow, summary_row, with_final_ratings
 from tasks.versioning import code_commit, ensure_repo
 
@@ -44,9 +65,20 @@ def _task_runner(workers: int, dask_address: str | None):
 
 @flow(name="tabula-pipeline", flow_run_name="{run}")
 def pipeline(
-    config_yaml: str, project: str, run: str, iterations: int, dask_address: str | None = None
+    config_yaml: str,
+    project: str,
+    run: str,
+    iterations: int | None,
+    dask_address: str | None = None,
+    core_hours: float | None = None,
+    hours: float | None = None,
+    cpu_start: float = 0.0,
 ) -> list[SummaryRow]:
-    """Run iterations 1..``iterations`` of ``run`` (finished ones are found, not redone)."""
+    """Run iterations 1..``iterations`` of ``run`` (finished ones are found, not redone), and
+    no new one once the run's budget is spent (`tasks.run.budget`: ``core_hours`` of CPU,
+    ``hours`` of wall time, None keeping the run's; ``iterations`` None: until the budget is
+    spent). This process's spending counts from ``cpu_start`` CPU-seconds of its tree."""
+    meter = Meter(cpu_start=cpu_start)
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
     ensure_repo(layout.project, cfg.pipeline.dvc_remote)
@@ -65,20 +97,38 @@ def pipeline(
         set_champion(layout, 0, None)
     runner = _task_runner(cfg.selfplay.workers, dask_address)
     one = iteration.with_options(task_runner=runner)
+    budget = set_limits(layout, core_hours, hours)
+    before = last_spent(budget)  # what the run's earlier processes spent
+    rows: list[SummaryRow] = []
     try:
-        rows = [
-            closed_row(layout, i) or one(config_yaml, project, run, i, parent, tags, iterations)
-            for i in range(1, iterations + 1)
-        ]
+        i = 1
+        while iterations is None or i <= iterations:
+            row = closed_row(layout, i, budget)
+            if row is None:
+                cpu, wall = totals(meter, before)
+                started = layout.marker(i, Stage.PLAN.marker_name()).exists()
+                if not started and spent_fraction(budget, cpu, wall) >= 1.0:
+                    break  # the budget is spent: stop at this clean boundary
+                planned = planned_iterations(budget, i - 1, cfg.pipeline.iterations)
+                planned = min(planned, iterations) if iterations is not None else planned
+                row = one(config_yaml, project, run, i, parent, tags, planned)
+                recorded = spent_on(budget, i)
+                if recorded is None:
+                    cpu, wall = totals(meter, before)
+                    budget = record_iteration(layout, i, cpu, wall, row.stage_cpu_s)
+                else:  # a finished iteration's flow mended: it keeps what it spent, and the
+                    row = replace(row, stage_cpu_s=dict(recorded.stages))  # mend counts next
+            rows.append(row)
+            i += 1
     except BaseException as error:  # the parent run ends FAILED, or KILLED on an interrupt
         mlflow_runs.fail(cfg, layout, [parent], error)
         raise
     mlflow_runs.finish(cfg, layout, parent)
-    final = finished(layout, iterations, Stage.EVALUATE, EvaluationRecord)
+    final = finished(layout, len(rows), Stage.EVALUATE, EvaluationRecord) if rows else None
     return with_final_ratings(rows, () if final is None else final.ratings, layout)
 
 
-def closed_row(layout: RunLayout, i: int) -> SummaryRow | None:
+def closed_row(layout: RunLayout, i: int, budget: Budget | None = None) -> SummaryRow | None:
     """Iteration i's summary row from its records if its flow ran to the end before, else None.
 
     Iterations run one after another, and the next one's flow writes its stage file first: so
@@ -97,13 +147,28 @@ def closed_row(layout: RunLayout, i: int) -> SummaryRow | None:
     promotion = finished(layout, i, Stage.PROMOTE, PromotionRecord)
     if selfplay is None or train is None or evaluation is None or promotion is None:
         return None
-    return summary_row(i, selfplay, train, evaluation, promotion)
+    row = summary_row(i, selfplay, train, evaluation, promotion)
+    spent = spent_on(read_budget(layout) if budget is None else budget, i)
+    return row if spent is None else replace(row, stage_cpu_s=dict(spent.stages))
 
 
 def run_pipeline(
-    cfg: Config, project: Path, iterations: int | None = None, dask_address: str | None = None
+    cfg: Config,
+    project: Path,
+    iterations: int | None = None,
+    dask_address: str | None = None,
+    core_hours: float | None = None,
+    hours: float | None = None,
+    cpu_start: float | None = None,
 ) -> list[SummaryRow]:
-    """Lock the run, freeze its config and run the pipeline flow; returns the summary rows."""
+    """Lock the run, freeze its config and run the pipeline flow; returns the summary rows.
+
+    iterations: the iterations to reach (default: the config's, or, with a budget, as many
+    as it pays for). core_hours, hours: the run's CPU and wall budgets (`tasks.run.budget`;
+    None keeps what the run had). cpu_start: CPU-seconds of this process tree not to charge
+    to the run (default: what it has used so far; ``tabula run`` passes 0, so that its own
+    start-up counts)."""
+    cpu_start = process_tree_cpu_seconds() if cpu_start is None else cpu_start
     use_prefect_api(cfg)
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, cfg.pipeline.name)
     with RunLock(layout):
@@ -112,9 +177,17 @@ def run_pipeline(
         text = freeze_config(cfg, layout)
         if resumed:  # the runs a killed process left RUNNING say so
             mlflow_runs.mark_killed(cfg, layout)
-        n = iterations if iterations is not None else cfg.pipeline.iterations
+        budgeted = core_hours is not None or hours is not None or limited(read_budget(layout))
+        n = iterations if iterations is not None or budgeted else cfg.pipeline.iterations
         return pipeline(
-            text, str(layout.project), layout.run, n, dask_address or cfg.pipeline.dask_address
+            text,
+            str(layout.project),
+            layout.run,
+            n,
+            dask_address or cfg.pipeline.dask_address,
+            core_hours,
+            hours,
+            cpu_start,
         )
 
 

@@ -69,6 +69,7 @@ def alphago_zero_loss(
     params: Sequence[torch.Tensor],
     c: float,
     full: torch.Tensor | None = None,
+    fast_weight: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The paper's three loss terms: ``(value_loss, policy_loss, l2)`` as fp32 scalars.
 
@@ -76,9 +77,14 @@ def alphago_zero_loss(
     probabilities, ``z: [B]`` game outcome from the side to move; ``l2 = c * sum ||w||^2`` over
     ``params``. The total loss is their plain sum (equal weights, paper eq. 1). ``full: [B]``
     bool: only those rows are policy targets (playout caps; KataGo): the policy loss is their
-    mean (0 when none), the value loss still every row's.
+    mean (0 when none), the value loss every row's, the other rows weighted ``fast_weight``
+    (KataGo records them with weight 0; 1: a plain mean).
     """
-    value_loss = F.mse_loss(value.float(), z.float())
+    if full is None or fast_weight == 1.0:
+        value_loss = F.mse_loss(value.float(), z.float())
+    else:
+        w = fast_row_weights(full, fast_weight)
+        value_loss = ((value.float() - z.float()) ** 2 * w).sum() / w.sum().clamp(min=1e-6)
     cross = -(pi.float() * F.log_softmax(logits.float(), dim=1)).sum(dim=1)
     if full is None:
         policy_loss = cross.mean()
@@ -90,21 +96,30 @@ def alphago_zero_loss(
     return value_loss, policy_loss, c * sq
 
 
+def fast_row_weights(full: torch.Tensor, fast_weight: float) -> torch.Tensor:
+    """``[B]`` fp32: 1 for a full search's row, ``fast_weight`` for a fast search's."""
+    return torch.where(full, 1.0, fast_weight).float()
+
+
 def auxiliary_loss(
     ownership: torch.Tensor,
     score: torch.Tensor,
     owner: torch.Tensor,
     margin: torch.Tensor,
     scored: torch.Tensor,
+    row_weight: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(ownership_loss, score_loss)`` as fp32 scalars, unweighted, over the ``scored`` rows.
 
     ``ownership: [B, M]`` in [-1, 1] and ``owner: [B, M]`` in {-1, 0, +1}: the mean over points
     and scored rows of the cross-entropy of (1 + owner) / 2 under (1 + ownership) / 2 (a dame
     point's target is one half); ``score: [B]`` against ``margin / M`` (``margin: [B]`` in
-    points), squared error. Both from the side to move."""
+    points), squared error. Both from the side to move. ``row_weight: [B]`` weighs the rows
+    (`fast_row_weights`; None: 1 each)."""
     weight = scored.float()
-    rows = weight.sum().clamp(min=1.0)
+    if row_weight is not None:
+        weight = weight * row_weight
+    rows = weight.sum().clamp(min=1.0) if row_weight is None else weight.sum().clamp(min=1e-6)
     p = ((1.0 + ownership.float()) / 2.0).clamp(1e-6, 1.0 - 1e-6)
     t = (1.0 + owner.float()) / 2.0
     cross = -(t * p.log() + (1.0 - t) * (1.0 - p).log()).mean(dim=1)
@@ -129,6 +144,7 @@ class AlphaZeroSystem(pl.LightningModule):
         global_pooling: bool = False,
         ownership_weight: float = 1.5,
         score_weight: float = 1.0,
+        fast_row_weight: float = 1.0,
         lr_boundaries: Sequence[int] = (400_000, 600_000),
         lr_values: Sequence[float] = (1e-2, 1e-3, 1e-4),
         momentum: float = 0.9,
@@ -194,14 +210,17 @@ class AlphaZeroSystem(pl.LightningModule):
             logits, value, ownership, score = self.net.forward_aux(x)
         else:
             (logits, value), ownership, score = self.net(x), None, None
+        fast = float(self.hparams.get("fast_row_weight", 1.0))
         terms: tuple[torch.Tensor, ...] = alphago_zero_loss(
-            logits, value, pi, z, list(self.net.parameters()), self.hparams["weight_decay"], full
-        )
+            logits, value, pi, z, list(self.net.parameters()), self.hparams["weight_decay"],
+            full, fast,
+        )  # fmt: skip
         loss = terms[0] + terms[1] + terms[2]
         if self.net.aux:  # (0 for a batch without the targets: old shards)
             aux = (0.0 * value.sum(), 0.0 * value.sum())
             if ownership is not None and score is not None:
-                aux = auxiliary_loss(ownership, score, *rest[1:])
+                weights = None if full is None or fast == 1.0 else fast_row_weights(full, fast)
+                aux = auxiliary_loss(ownership, score, *rest[1:], row_weight=weights)
             loss = loss + self.hparams["ownership_weight"] * aux[0]
             loss = loss + self.hparams["score_weight"] * aux[1]
             terms = (*terms, *aux)

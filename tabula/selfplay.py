@@ -47,6 +47,7 @@ class SelfPlayParams:
     playout-cap randomisation (Wu 2019): each move is a full search with that probability
     (drawn from the game's generator), else a search of ``fast_simulations`` whose pi is not
     a policy target (``GameRecord.full_search``). 1.0 (the default) draws nothing.
+    quiet_fast_searches: fast searches draw no root noise and play their best move (KataGo).
     """
 
     board_size: int
@@ -59,6 +60,7 @@ class SelfPlayParams:
     batch_size: int
     full_search_fraction: float = 1.0
     fast_simulations: int = 1
+    quiet_fast_searches: bool = False
 
     @classmethod
     def from_config(cls, cfg: Config, v_resign: float | None | str = "config") -> SelfPlayParams:
@@ -75,6 +77,7 @@ class SelfPlayParams:
             batch_size=sp.batch_size,
             full_search_fraction=sp.full_search_fraction,
             fast_simulations=sp.fast_simulations_for(cfg.search.simulations),
+            quiet_fast_searches=sp.quiet_fast_searches,
         )
 
 
@@ -211,7 +214,7 @@ class _Loop:
         for s, f in zip(slots, full, strict=True):
             self._game(s).searching_full = bool(f)
         self.mcts.start(slots[full])
-        self.mcts.start(slots[~full], p.fast_simulations)
+        self.mcts.start(slots[~full], p.fast_simulations, quiet=p.quiet_fast_searches)
 
     def live(self, slots: np.ndarray) -> np.ndarray:
         return np.array([s for s in slots if self.slots[s] is not None], dtype=np.int64)
@@ -244,6 +247,9 @@ class _Loop:
         moving = ~resigns
         movers = done[moving]
         tau = np.where(before.move_number[moving] < p.temperature_moves, 1.0, 0.0)
+        if p.quiet_fast_searches:  # a cheap search plays its best move (KataGo)
+            fast = np.array([not self._game(s).searching_full for s in movers], dtype=bool)
+            tau[fast] = 0.0
         move = np.full(len(done), -1, dtype=np.int64)  # per slot of done; -1: resigned
         pi = np.zeros((len(done), p.board_size**2 + 1), dtype=np.float32)
         if len(movers):
@@ -251,6 +257,7 @@ class _Loop:
             move[moving], pi[moving] = decided.move, decided.policy
         mcts.play_many(movers, move[moving])
         ended = moving & mcts.games(done).over
+        searched_full = [self._game(s).searching_full for s in done]  # before the next search
         self._start_searches(done[moving & ~ended])
         for i, s in enumerate(done.tolist()):
             game, color = self._game(s), int(colors[i])
@@ -262,7 +269,7 @@ class _Loop:
                 game.pi.append(pi[i])
                 game.root_values.append(float(roots.value[i]))
                 game.best_values.append(float(roots.best_value[i]))
-                game.full_search.append(game.searching_full)
+                game.full_search.append(searched_full[i])
                 self.stats.positions += 1
                 if not ended[i]:
                     continue

@@ -64,9 +64,10 @@ def plan(cfg: Config, layout: RunLayout, iteration: int, iterations: int) -> Ite
 
 
 def lr_boundaries(cfg: Config, iterations: int) -> list[int]:
-    """The rate schedule's drops for a run of ``iterations`` iterations (or of
-    ``pipeline.iterations``, if more: `tabula.config.TrainingConfig.boundaries_for`)."""
-    return cfg.training.boundaries_for(max(iterations, cfg.pipeline.iterations))
+    """The rate schedule's drops for a run planned for ``iterations`` iterations: the count it
+    was asked for, or what its budget is expected to pay for (`tasks.run.budget`), so that a
+    run anneals within itself (`tabula.config.TrainingConfig.boundaries_for`)."""
+    return cfg.training.boundaries_for(iterations)
 
 
 def training_bf16(cfg: Config) -> bool:

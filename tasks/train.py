@@ -163,6 +163,7 @@ def _system(
         **config_network_args(cfg),
         ownership_weight=t.ownership_weight,
         score_weight=t.score_weight,
+        fast_row_weight=t.fast_row_weight,
         lr_boundaries=list(lr_boundaries),
         lr_values=list(t.lr_values),
         momentum=t.momentum,

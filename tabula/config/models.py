@@ -198,6 +198,13 @@ class SelfPlayConfig(_Section):
         " (KataGo: 100 against 600).",
     )
 
+    quiet_fast_searches: bool = Field(
+        default=False,
+        description="Playout caps: fast searches draw no root noise and play their best move"
+        " (tau 0; the Gumbel search's Sequential Halving winner), as KataGo's cheap searches"
+        " (Wu 2019, section 3.1). False: like full searches (noise, and tau 1 early on).",
+    )
+
     def fast_simulations_for(self, simulations: int) -> int:
         """The fast search's simulations (playout caps) when the full search has ``simulations``."""
         return self.fast_simulations or max(1, simulations // 4)
@@ -248,6 +255,14 @@ class TrainingConfig(_Section):
         le=1,
         description="lambda of the value target (1 - lambda) z + lambda v_root: the game result"
         " mixed with the search's root value (0: z alone, the paper).",
+    )
+    fast_row_weight: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="Playout caps: weight of the value and auxiliary losses of rows from fast"
+        " searches (their policy is never a target). KataGo (Wu 2019, section 3.1) records them"
+        " with weight 0; 1: like a full search's row.",
     )
     ownership_weight: float = Field(
         default=1.5,

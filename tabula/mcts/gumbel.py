@@ -72,15 +72,16 @@ def clear_root(t, g) -> None:
 
 
 @njit(cache=True, nogil=True)
-def prepare_root(t, g, knobs) -> None:
-    """Draw the root's Gumbel noise (zeros without ``knobs.noise``) and its schedule for the
+def prepare_root(t, g, knobs, noise) -> None:
+    """Draw the root's Gumbel noise (zeros without ``noise``: Sequential Halving then keeps the
+    moves of highest prior, and its winner is the search's argmax) and its schedule for the
     search's ``target`` simulations, once the root is expanded."""
     P = t.P[g, 0]
     legal = 0
     for a in range(P.shape[0]):
         if P[a] >= 0.0:
             legal += 1
-            t.gumbel[g, a] = gumbel(t.rand_state, g) if knobs.noise else 0.0
+            t.gumbel[g, a] = gumbel(t.rand_state, g) if noise else 0.0
         else:
             t.gumbel[g, a] = 0.0
     considered_visits(min(knobs.gumbel_m, legal), t.target[g], t.schedule[g])

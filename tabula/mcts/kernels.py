@@ -36,7 +36,7 @@ from tabula.features import HISTORY, fill_planes
 from tabula.go.board import area_score, fills_own_eye, legal_mask, play_move
 from tabula.mcts.gumbel import prepare_root, select_interior, select_root
 from tabula.mcts.random import gamma, next_u64
-from tabula.mcts.trees import EXPANDED, FULL, TERMINAL, UNEXPANDED
+from tabula.mcts.trees import EXPANDED, FULL, NOISY, TERMINAL, UNEXPANDED
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -368,9 +368,9 @@ def expand_and_backup(t, leaves, n, priors, values, rules, knobs) -> None:
         t.state[g, node] = EXPANDED
         t.value[g, node] = values[i]
         if node == 0 and t.noise_pending[g]:
-            t.noise_pending[g] = 0
+            pending, t.noise_pending[g] = t.noise_pending[g], 0
             if knobs.gumbel:
-                prepare_root(t, g, knobs)
+                prepare_root(t, g, knobs, pending == NOISY)
             else:
                 add_root_noise(t, g, knobs.alpha, knobs.epsilon)
         _backup(t, g, node, values[i], knobs.virtual_loss)

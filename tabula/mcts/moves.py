@@ -20,16 +20,17 @@ from tabula.mcts.gumbel import clear_root, prepare_root
 from tabula.mcts.kernels import add_root_noise
 from tabula.mcts.random import uniform
 from tabula.mcts.reuse import advance_root
-from tabula.mcts.trees import EXPANDED, TERMINAL
+from tabula.mcts.trees import EXPANDED, NOISY, QUIET, TERMINAL
 
 
 @njit(cache=True, nogil=True)
-def start_searches(t, slots, simulations, knobs) -> None:
+def start_searches(t, slots, simulations, knobs, quiet=False) -> None:
     """Begin a search of ``simulations`` new visits at each slot's root (none if the game is
-    over). With ``knobs.noise``, the root gets Dir(alpha) noise now if it is expanded, else
-    once its evaluation comes back (`tabula.mcts.kernels.expand_and_backup`). The Gumbel
-    search starts from the root without its children, and draws its noise and schedule
-    (`tabula.mcts.gumbel.prepare_root`) at the same points."""
+    over). With ``knobs.noise`` and not ``quiet``, the root gets Dir(alpha) noise now if it is
+    expanded, else once its evaluation comes back (`tabula.mcts.kernels.expand_and_backup`).
+    The Gumbel search starts from the root without its children, and draws its noise (none
+    when ``quiet``) and schedule (`tabula.mcts.gumbel.prepare_root`) at the same points."""
+    noise = knobs.noise and not quiet
     for g in slots:
         t.done[g] = 0
         t.noise_pending[g] = 0
@@ -37,14 +38,14 @@ def start_searches(t, slots, simulations, knobs) -> None:
         if knobs.gumbel and t.target[g] > 0:
             if t.state[g, 0] == EXPANDED:
                 clear_root(t, g)
-                prepare_root(t, g, knobs)
+                prepare_root(t, g, knobs, noise)
             else:
-                t.noise_pending[g] = 1
-        elif knobs.noise and t.target[g] > 0:
+                t.noise_pending[g] = NOISY if noise else QUIET
+        elif noise and t.target[g] > 0:
             if t.state[g, 0] == EXPANDED:
                 add_root_noise(t, g, knobs.alpha, knobs.epsilon)
             else:
-                t.noise_pending[g] = 1
+                t.noise_pending[g] = NOISY
 
 
 @njit(cache=True, nogil=True)

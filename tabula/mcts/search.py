@@ -363,15 +363,21 @@ class BatchedMCTS:
             n_coll=np.zeros(1, dtype=np.int64),
         )
 
-    def start(self, slots: Sequence[int] | np.ndarray, simulations: int | None = None) -> None:
+    def start(
+        self,
+        slots: Sequence[int] | np.ndarray,
+        simulations: int | None = None,
+        quiet: bool = False,
+    ) -> None:
         """Begin a search at each slot's root: ``simulations`` new visits (default: params),
-        with fresh root noise if the params ask for it."""
+        with fresh root noise if the params ask for it and the search is not ``quiet`` (the
+        cheap searches of playout caps, as KataGo's: Wu 2019, section 3.1)."""
         sims = self.params.simulations if simulations is None else simulations
         if self.params.gumbel and sims >= self.capacity:  # its schedule has capacity entries
             raise SearchError(
                 f"{sims} simulations need a capacity above {sims} (have {self.capacity})"
             )
-        start_searches(self.trees, np.asarray(slots, dtype=np.int64), sims, self.knobs)
+        start_searches(self.trees, np.asarray(slots, dtype=np.int64), sims, self.knobs, quiet)
 
     def unfinished(self, slots: Sequence[int] | np.ndarray) -> np.ndarray:
         """The slots whose search still needs simulations (int64 array)."""
@@ -413,11 +419,13 @@ class BatchedMCTS:
         *,
         simulations: int | None = None,
         max_batch: int | None = None,
+        quiet: bool = False,
     ) -> None:
         """Run a whole search in each slot: start, then gather / evaluate / backup until done.
 
-        max_batch: most positions per ``evaluate`` call (a bigger gather is split)."""
-        self.start(slots, simulations)
+        max_batch: most positions per ``evaluate`` call (a bigger gather is split); quiet: no
+        root noise (`start`)."""
+        self.start(slots, simulations, quiet)
         active = self.unfinished(slots)
         leaves = self.new_leaves(max(len(active), 1) * self.knobs.per_game)
         while len(active):

@@ -15,6 +15,7 @@ import numpy as np
 from tabula.features import HISTORY
 
 UNEXPANDED, EXPANDED, TERMINAL = 0, 1, 2
+NOISY, QUIET = 1, 2  # noise_pending: the root, once evaluated, gets its noise / none
 FRESH, KEPT, DROPPED = 0, 1, 2  # advance_root: no subtree to keep / kept / too big to keep
 FULL = -2  # _descend found no free node
 
@@ -31,8 +32,9 @@ class Trees(NamedTuple):
     child: int32[G, C, M+1].
 
     Per game, [G]: size (nodes in use), done / inflight / target (simulations finished,
-    waiting for the network, and wanted in this search), noise_pending (int8: the root gets
-    its Dirichlet noise once it has been evaluated), sym_state and rand_state (the game's
+    waiting for the network, and wanted in this search), noise_pending (int8: the root is
+    prepared once it has been evaluated: NOISY, with its root noise; QUIET, the Gumbel search's
+    root without noise; 0, nothing pending), sym_state and rand_state (the game's
     `tabula.mcts.random` streams: dihedral transforms; root noise and move choice).
     gumbel: float32[G, M+1], the root's Gumbel noise; schedule: int32[G, C], the root's
     Sequential Halving schedule (`tabula.mcts.gumbel`; the Gumbel search only).

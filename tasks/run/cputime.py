@@ -67,3 +67,39 @@ def run_measured(
         lines = log.read_bytes()[-4000:].decode(errors="replace").strip().splitlines()
         tail = "\n".join(lines[-5:])
     return Measured(proc.returncode, cpu_seconds(usage), time.monotonic() - started, tail)
+
+
+def process_tree_cpu_seconds() -> float:
+    """CPU-seconds (user + system) this process has used since it started, with every live
+    descendant's and every finished descendant's that was waited for: what a run's processes
+    have spent so far, while they run (``wait4`` counts a child only once it has ended)."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            t = process.cpu_times()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue  # ended between the listing and the reading: its parent counts it
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+class Laps:
+    """CPU-seconds of this process tree between successive `lap` calls, each under a name."""
+
+    def __init__(self) -> None:
+        self.start = self.last = process_tree_cpu_seconds()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        """Charge what was spent since the last lap (or the start) to ``name``."""
+        now = process_tree_cpu_seconds()
+        self.laps[name] = self.laps.get(name, 0.0) + now - self.last
+        self.last = now
+
+    def rest(self, name: str) -> dict[str, float]:
+        """The laps, with everything not yet charged given to ``name``."""
+        self.lap(name)
+        return {k: round(v, 3) for k, v in self.laps.items()}

@@ -4,6 +4,7 @@
 data/<run>/
   params.yaml              the run's resolved config, frozen at its first start
   champion.json            the current best checkpoint (atomic pointer)
+  budget.json              what the run may spend and has spent, iteration by iteration
   results/                 every game result of the run (the Elo table grows here)
   iter-0000/model/         the randomly initialised network that starts the run
   iter-NNNN/
@@ -55,6 +56,10 @@ class RunLayout:
     @property
     def champion(self) -> Path:
         return self.root / "champion.json"
+
+    @property
+    def budget(self) -> Path:
+        return self.root / "budget.json"
 
     @property
     def results(self) -> Path:

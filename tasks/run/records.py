@@ -274,3 +274,35 @@ class Champion:
     iteration: int
     model: str
     version: int | str | None
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What a run had spent when iteration ``iteration`` finished, over every ``tabula run``
+    process of the run (resumes included).
+
+    cpu_s: CPU-seconds (user + system) of the run's processes and their descendants since the
+        run began (`tasks.run.cputime.process_tree_cpu_seconds`); Dask workers on other
+        machines are not counted.
+    wall_s: wall seconds the run's processes ran.
+    stages: this iteration's CPU-seconds by stage ("selfplay", "train", "evaluate", "promote",
+        "bookkeeping": the plan, DVC stage files, MLflow runs, lineage commit and summary).
+    """
+
+    iteration: int
+    cpu_s: float
+    wall_s: float
+    stages: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """``budget.json``: what a run may spend (None: no limit of that kind) and what it spent.
+
+    core_hours: CPU budget, in core-hours (3600 CPU-seconds each); hours: wall-clock budget.
+    spent: one entry per finished iteration, in order (`Spent`).
+    """
+
+    core_hours: float | None
+    hours: float | None
+    spent: tuple[Spent, ...] = ()

@@ -23,7 +23,8 @@ class SummaryRow:
     the random anchor (None without anchor games); vs_anchors / margins: its score and mean
     score margin (points, from its side) against each other anchor it played ("gnugo-l1"),
     and skipped: the anchors it could not play, with why; elo, elo_low, elo_high: its Elo and
-    95% interval (None when unrated); stage_seconds: self-play (slowest worker), training,
+    95% interval (None when unrated); stage_cpu_s: CPU-seconds by stage (`Spent.stages`;
+    empty when not measured); stage_seconds: self-play (slowest worker), training,
     gate and anchor matches.
     """
 
@@ -45,6 +46,15 @@ class SummaryRow:
     vs_anchors: dict[str, float] = field(default_factory=dict)
     margins: dict[str, float | None] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    stage_cpu_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def learning_share(self) -> float | None:
+        """The share of the iteration's CPU-seconds spent in self-play and training."""
+        total = sum(self.stage_cpu_s.values())
+        if not total:
+            return None
+        return (self.stage_cpu_s.get("selfplay", 0.0) + self.stage_cpu_s.get("train", 0.0)) / total
 
 
 def summary_row(

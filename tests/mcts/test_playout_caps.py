@@ -81,3 +81,26 @@ def test_params_from_config() -> None:
     assert (p.full_search_fraction, p.fast_simulations) == (0.25, 6)
     cfg = load_config(None, ["selfplay.fast_simulations=2"])
     assert SelfPlayParams.from_config(cfg).fast_simulations == 2
+
+
+def test_quiet_fast_searches_play_their_best_move() -> None:
+    """KataGo's cheap searches: no root noise, and the move is the search's most visited one
+    (tau 0); otherwise they sample like full searches (tau 1 within temperature_moves)."""
+    plays_best = {}
+    for quiet in (False, True):
+        p = params("puct", quiet_fast_searches=quiet, temperature_moves=100)
+        records = play(p, 8)
+        fast = [
+            r.pi[t][r.moves[t]] == r.pi[t].max()
+            for r in records
+            for t in range(r.length)
+            if not r.full_search[t]
+        ]
+        plays_best[quiet] = float(np.mean(fast))
+    assert plays_best[True] == 1.0 and plays_best[False] < 0.8, plays_best
+
+
+def test_quiet_fast_searches_from_config() -> None:
+    cfg = load_config(None, ["selfplay.quiet_fast_searches=true"])
+    assert SelfPlayParams.from_config(cfg).quiet_fast_searches
+    assert not SelfPlayParams.from_config(load_config(None)).quiet_fast_searches

@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from model.network import weights_sha256
-from model.system import AlphaZeroSystem, alphago_zero_loss, lr_at
+from model.system import AlphaZeroSystem, alphago_zero_loss, fast_row_weights, lr_at
 
 N = 5
 M = N * N
@@ -102,6 +102,28 @@ def test_loss_terms_match_the_paper_formula() -> None:
     assert policy_loss.item() == pytest.approx(-(pi * p.log()).sum(1).mean().item(), rel=1e-5)
     sq = sum((w**2).sum() for w in params)
     assert l2.item() == pytest.approx(1e-4 * sq.item(), rel=1e-5)
+
+
+def test_fast_rows_weigh_the_value_loss_as_configured() -> None:
+    """Playout caps: rows of fast searches are never policy targets, and their value error
+    counts ``fast_weight`` times a full row's (KataGo: 0)."""
+    logits = torch.zeros(4, M + 1)
+    pi = torch.full((4, M + 1), 1.0 / (M + 1))
+    value = torch.tensor([0.5, 0.0, -0.5, 1.0])
+    z = torch.tensor([1.0, 1.0, 1.0, -1.0])  # squared errors 0.25, 1, 2.25, 4
+    full = torch.tensor([True, False, True, False])
+    loss = {w: alphago_zero_loss(logits, value, pi, z, [torch.zeros(1)], 0.0, full, w)[0].item()
+            for w in (0.0, 0.5, 1.0)}  # fmt: skip
+    assert loss[0.0] == pytest.approx((0.25 + 2.25) / 2)  # the full rows only
+    assert loss[0.5] == pytest.approx((0.25 + 2.25 + 0.5 * (1 + 4)) / 3)
+    assert loss[1.0] == pytest.approx((0.25 + 1 + 2.25 + 4) / 4)  # a plain mean
+    none_full = torch.zeros(4, dtype=torch.bool)
+    assert (
+        alphago_zero_loss(logits, value, pi, z, [torch.zeros(1)], 0.0, none_full, 0.0)[0].item()
+        == 0.0
+    )
+    weights = fast_row_weights(full, 0.25)
+    assert weights.tolist() == [1.0, 0.25, 1.0, 0.25]
 
 
 def test_l2_is_in_the_loss_not_in_the_optimizer() -> None:

@@ -1,0 +1,63 @@
+"""Budget-sized runs: ``tabula run --core-hours H`` stops at a clean iteration boundary once H
+is spent, fits its rate schedule to what H is expected to pay for, counts every process of
+the run across resumes, and extends with a larger budget; each iteration records the schedule
+it used, so reproduction stays exact."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.pipeline import run_pipeline
+from tabula.config import load_config
+from tabula.plan import IterationPlan
+from tasks.reproduce import retrain
+from tasks.run.budget import read_budget
+from tasks.run.cputime import CORE_HOUR
+from tasks.run.layout import RunLayout
+from tasks.run.markers import finished
+from tasks.run.records import Stage, TrainRecord
+from tests.conftest import TINY
+
+pytestmark = pytest.mark.slow
+
+STAGES = {"bookkeeping", "selfplay", "train", "evaluate", "promote"}
+
+
+def test_a_budgeted_run_stops_at_its_budget_and_anneals_on_it(prefect_server, project, tmp_path):
+    cfg = load_config(None, [*TINY, "training.lr_fractions=[0.5]", "pipeline.iterations=50",
+                             "pipeline.name=budget"])  # fmt: skip
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+
+    assert run_pipeline(cfg, project, core_hours=1e-6) == []  # spent by the run's start
+    assert not layout.iteration(1).exists()  # nothing of iteration 1 began
+
+    rows = run_pipeline(cfg, project, iterations=1, core_hours=1.0)
+    assert [r.iteration for r in rows] == [1]
+    budget = read_budget(layout)
+    (first,) = budget.spent
+    assert budget.core_hours == 1.0 and first.cpu_s > 0 and first.wall_s > 0
+    assert set(first.stages) == STAGES and rows[0].stage_cpu_s == first.stages
+    assert rows[0].learning_share is not None and 0.0 < rows[0].learning_share <= 1.0
+    one = finished(layout, 1, Stage.TRAIN, TrainRecord)
+    assert one is not None  # planned for the one iteration asked: annealed within it
+    assert one.trained.result.lr == cfg.training.lr_values[-1]
+
+    limit = first.cpu_s + 2 * first.stages["selfplay"] + 2 * first.stages["train"]
+    rows = run_pipeline(cfg, project, core_hours=limit / CORE_HOUR)  # as many as it pays for
+    spent = read_budget(layout).spent
+    n = len(rows)
+    assert n >= 2 and [s.iteration for s in spent] == list(range(1, n + 1))
+    assert spent[-2].cpu_s < limit  # the last iteration began within the budget
+    assert spent[-1].cpu_s >= 0.9 * limit  # and after it the budget was spent
+    assert not layout.iteration(n + 1).exists()  # stopped at the boundary
+    assert all(s.cpu_s > p.cpu_s for p, s in zip(spent, spent[1:], strict=False))
+
+    plan = finished(layout, 2, Stage.PLAN, IterationPlan)
+    assert plan is not None and plan.train is not None
+    boundary = plan.train.lr_boundaries[0]
+    assert boundary < 0.5 * 50 * cfg.training.steps  # fitted to the budget, not the config
+    last = finished(layout, n, Stage.TRAIN, TrainRecord)
+    assert last is not None and last.trained.result.lr == cfg.training.lr_values[-1]  # annealed
+
+    verdict = retrain(cfg, layout, 2, tmp_path / "rebuilt" / "model")
+    assert verdict.match, verdict.differences  # the recorded schedule, replayed

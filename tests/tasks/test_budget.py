@@ -1,0 +1,100 @@
+"""A run's budget (`tasks.run.budget`): what is spent, when it is spent, and how many
+iterations it is expected to pay for, which the rate schedule is fitted to."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tasks.run.budget import (
+    Meter,
+    planned_iterations,
+    read_budget,
+    record_iteration,
+    set_limits,
+    spent_fraction,
+)
+from tasks.run.cputime import Laps, process_tree_cpu_seconds
+from tasks.run.layout import RunLayout
+from tasks.run.records import Budget, Spent
+
+
+def _spent(*cpu: float) -> tuple[Spent, ...]:
+    """Cumulative records for iterations 1.. that cost ``cpu`` each (wall: half of it)."""
+    total, out = 0.0, []
+    for i, c in enumerate(cpu, start=1):
+        total += c
+        out.append(Spent(i, total, total / 2))
+    return tuple(out)
+
+
+def test_without_a_limit_the_plan_is_the_prior_and_nothing_is_ever_spent():
+    assert planned_iterations(Budget(None, None, _spent(10, 10)), 2, 7) == 7
+    assert spent_fraction(Budget(None, None), 1e9, 1e9) == 0.0
+
+
+def test_before_any_iteration_the_prior_plans_the_run():
+    assert planned_iterations(Budget(1.0, None), 0, 100) == 100
+
+
+def test_what_is_left_over_the_recent_mean_cost():
+    # one core-hour, 600 CPU-s an iteration: 2 done (1200), 2400 left -> 4 more
+    assert planned_iterations(Budget(1.0, None, _spent(600, 600)), 2, 100) == 6
+    # recent costs weigh: the last 5 iterations' mean (100 each), not the first one's 1000
+    spent = _spent(1000, 100, 100, 100, 100, 100)
+    assert planned_iterations(Budget(1.0, None, spent), 6, 100) == 6 + 21  # (3600-1500)/100
+    # the wall budget binds when it is the tighter: half an hour, 300 s of wall an iteration
+    assert planned_iterations(Budget(10.0, 0.5, _spent(600, 600)), 2, 100) == 6
+
+
+def test_a_spent_budget_plans_one_more_iteration_at_least():
+    assert planned_iterations(Budget(0.1, None, _spent(600, 600)), 2, 100) == 3
+
+
+@pytest.mark.parametrize(
+    ("budget", "cpu", "wall", "fraction"),
+    [
+        (Budget(1.0, None), 1800.0, 99999.0, 0.5),
+        (Budget(None, 2.0), 99999.0, 3600.0, 0.5),
+        (Budget(1.0, 1.0), 3600.0, 1800.0, 1.0),  # the larger fraction
+    ],
+)
+def test_spent_fraction(budget, cpu, wall, fraction):
+    assert spent_fraction(budget, cpu, wall) == pytest.approx(fraction)
+
+
+def test_the_record_keeps_limits_and_iterations_in_order(tmp_path: Path):
+    layout = RunLayout(tmp_path, "data", "r")
+    assert read_budget(layout) == Budget(None, None)
+    set_limits(layout, 1.0, None)
+    record_iteration(layout, 2, 20.0, 10.0, {"selfplay": 12.0})
+    record_iteration(layout, 1, 10.0, 5.0, {"selfplay": 6.0})
+    record_iteration(layout, 2, 21.0, 11.0, {"selfplay": 13.0})  # a mended iteration: replaced
+    budget = set_limits(layout, None, 2.0)  # an extension adds a limit, keeps the other
+    assert budget == read_budget(layout)
+    assert (budget.core_hours, budget.hours) == (1.0, 2.0)
+    assert [(s.iteration, s.cpu_s) for s in budget.spent] == [(1, 10.0), (2, 21.0)]
+    data = json.loads(layout.budget.read_text())
+    assert data["spent"][1] == {"iteration": 2, "cpu_s": 21.0, "wall_s": 11.0,
+                                "stages": {"selfplay": 13.0}}  # fmt: skip
+
+
+def _busy(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_the_meter_and_the_laps_count_this_process_cpu():
+    meter = Meter.from_now()
+    laps = Laps()
+    _busy(0.2)
+    laps.lap("work")
+    time.sleep(0.2)  # waiting is not CPU
+    split = laps.rest("rest")
+    assert 0.15 <= split["work"] <= 1.0 and split["rest"] < 0.15
+    assert 0.15 <= meter.cpu() <= 1.5 and meter.wall() >= 0.4
+    assert process_tree_cpu_seconds() >= meter.cpu()
