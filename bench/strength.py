@@ -85,6 +85,7 @@ from tasks.run.layout import RunLayout
 from tasks.run.markers import champion, finished
 from tasks.run.records import SelfplayRecord, Stage
 from tasks.run.results import load_results
+from tasks.run.summary import learning_share
 
 ROOT = Path(__file__).resolve().parents[1]
 # Core-hours. quick: what the quick start's five iterations spent before it took the laptop preset
@@ -168,16 +169,14 @@ def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, co
     return state
 
 
-def learning_share(state: dict) -> tuple[dict[str, float], float | None]:
+def stage_split(state: dict) -> tuple[dict[str, float], float | None]:
     """CPU-seconds by stage over the run's iterations, and the share of self-play and
-    training in them (None when the run recorded none)."""
+    training in them (`tasks.run.summary.learning_share`; None when the run recorded none)."""
     stages: dict[str, float] = {}
     for row in state["iterations"]:
         for stage, seconds in row.get("stages", {}).items():
             stages[stage] = stages.get(stage, 0.0) + seconds
-    total = sum(stages.values())
-    share = (stages.get("selfplay", 0.0) + stages.get("train", 0.0)) / total if total else None
-    return stages, share
+    return stages, learning_share(stages)
 
 
 # -- the ladder ---------------------------------------------------------------------------------
@@ -287,7 +286,7 @@ def rate_config(
                 break
     selfplay = [finished(layout, i, Stage.SELFPLAY, SelfplayRecord) for i in done]
     cpu = {row["iteration"]: row["cpu_s"] for row in state["iterations"]}
-    stages, share = learning_share(state)
+    stages, share = stage_split(state)
     return {
         "config": name,
         "failed": state.get("failed"),

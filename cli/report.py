@@ -74,11 +74,12 @@ def cpu_split(rows: list[SummaryRow]) -> str | None:
     for row in rows:
         for stage, seconds in row.stage_cpu_s.items():
             stages[stage] = stages.get(stage, 0.0) + seconds
-    total = sum(stages.values())
-    if not total:
+    from tasks.run.summary import learning_share
+
+    learning = learning_share(stages)
+    if learning is None:
         return None
     parts = ", ".join(f"{stage} {seconds:,.0f}" for stage, seconds in stages.items())
-    learning = (stages.get("selfplay", 0.0) + stages.get("train", 0.0)) / total
     return f"CPU-seconds by stage: {parts}; learning share {learning:.0%}"
 
 

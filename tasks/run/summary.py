@@ -3,6 +3,7 @@ iteration's artifact."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from tasks.run.layout import RunLayout
@@ -51,10 +52,16 @@ class SummaryRow:
     @property
     def learning_share(self) -> float | None:
         """The share of the iteration's CPU-seconds spent in self-play and training."""
-        total = sum(self.stage_cpu_s.values())
-        if not total:
-            return None
-        return (self.stage_cpu_s.get("selfplay", 0.0) + self.stage_cpu_s.get("train", 0.0)) / total
+        return learning_share(self.stage_cpu_s)
+
+
+def learning_share(stage_cpu_s: Mapping[str, float]) -> float | None:
+    """The share of CPU-seconds by stage that went to learning: self-play and training (None
+    when nothing was measured)."""
+    total = sum(stage_cpu_s.values())
+    if not total:
+        return None
+    return (stage_cpu_s.get("selfplay", 0.0) + stage_cpu_s.get("train", 0.0)) / total
 
 
 def summary_row(
