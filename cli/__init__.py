@@ -80,6 +80,15 @@ def gtp(
     ] = None,
     simulations: Annotated[int | None, typer.Option(help="MCTS simulations per move.")] = None,
     seed: Annotated[int, typer.Option(help="Seed for the player's randomness.")] = 0,
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="torch threads for the network (0: torch's default, one per core). One"
+            " thread is the cheapest per move at the batch sizes one game makes, and engines"
+            " side by side do not compete for cores (python -m bench.genmove).",
+        ),
+    ] = 1,
     config: ConfigOpt = None,
     set_: SetOpt = None,
 ) -> None:
@@ -88,6 +97,10 @@ def gtp(
     from tasks.players import make_player
 
     cfg = _config(config, set_)
+    if threads and (player or model) != "random":
+        from model.evaluator import set_threads
+
+        set_threads(threads)
     spec = player or model
     gtp_player = make_player(
         spec, cfg, simulations=simulations, seed=seed, resolver=_model_resolver(cfg)
