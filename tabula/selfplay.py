@@ -48,6 +48,7 @@ class SelfPlayParams:
     (drawn from the game's generator), else a search of ``fast_simulations`` whose pi is not
     a policy target (``GameRecord.full_search``). 1.0 (the default) draws nothing.
     quiet_fast_searches: fast searches draw no root noise and play their best move (KataGo).
+    improved_root_value: the recorded root value is sum_a pi'(a) completed Q(a) (Gumbel).
     """
 
     board_size: int
@@ -61,6 +62,7 @@ class SelfPlayParams:
     full_search_fraction: float = 1.0
     fast_simulations: int = 1
     quiet_fast_searches: bool = False
+    improved_root_value: bool = False
 
     @classmethod
     def from_config(cls, cfg: Config, v_resign: float | None | str = "config") -> SelfPlayParams:
@@ -78,6 +80,7 @@ class SelfPlayParams:
             full_search_fraction=sp.full_search_fraction,
             fast_simulations=sp.fast_simulations_for(cfg.search.simulations),
             quiet_fast_searches=sp.quiet_fast_searches,
+            improved_root_value=sp.root_value == "improved",
         )
 
 
@@ -255,6 +258,10 @@ class _Loop:
         if len(movers):
             decided = mcts.decide(movers, tau, roots.visits[moving])
             move[moving], pi[moving] = decided.move, decided.policy
+        root_value = roots.value
+        if p.improved_root_value and len(movers):  # before the move changes the roots
+            root_value = root_value.copy()
+            root_value[moving] = mcts.improved_values(movers, pi[moving])
         mcts.play_many(movers, move[moving])
         ended = moving & mcts.games(done).over
         searched_full = [self._game(s).searching_full for s in done]  # before the next search
@@ -267,7 +274,7 @@ class _Loop:
                 game.moves.append(int(move[i]))
                 game.to_play.append(color)
                 game.pi.append(pi[i])
-                game.root_values.append(float(roots.value[i]))
+                game.root_values.append(float(root_value[i]))
                 game.best_values.append(float(roots.best_value[i]))
                 game.full_search.append(searched_full[i])
                 self.stats.positions += 1

@@ -205,6 +205,15 @@ class SelfPlayConfig(_Section):
         " (Wu 2019, section 3.1). False: like full searches (noise, and tau 1 early on).",
     )
 
+    root_value: Literal["search", "improved"] = Field(
+        default="search",
+        description="The root value each row records (mixed into the value target by"
+        " training.value_target_mix): search = the mean of the search's values (the network's"
+        " and one per visit); improved = sum_a pi'(a) completed Q(a), the value of the"
+        " improved policy (Danihelka et al. 2022; the Gumbel search only, PUCT records the mean"
+        " either way).",
+    )
+
     def fast_simulations_for(self, simulations: int) -> int:
         """The fast search's simulations (playout caps) when the full search has ``simulations``."""
         return self.fast_simulations or max(1, simulations // 4)

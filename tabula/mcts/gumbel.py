@@ -88,9 +88,11 @@ def prepare_root(t, g, knobs, noise) -> None:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def sigma(t, g, node, knobs, out) -> int:
-    """out[a] = sigma(completed q)(a) for each legal move a of ``node`` (module docstring);
-    returns sum_b N(b) over its children."""
+def completed_q(t, g, node, out) -> tuple[int, int, float, float]:
+    """out[a] = completed Q(a) for each legal move a of ``node``, from its side to move: the
+    mean value of a visited child, else v_mix, the node's value mixed with its children's
+    prior-weighted Q (module docstring). Returns (sum_b N(b), max_b N(b), min and max of out
+    over the legal moves)."""
     P = t.P[g, node]
     ch = t.child[g, node]
     sum_n, max_n, sum_pq, sum_p = 0, 0, 0.0, 0.0
@@ -118,11 +120,40 @@ def sigma(t, g, node, knobs, out) -> int:
         out[a] = q
         lo = min(lo, q)
         hi = max(hi, q)
+    return sum_n, max_n, lo, hi
+
+
+@njit(cache=True, nogil=True, inline="always")
+def sigma(t, g, node, knobs, out) -> int:
+    """out[a] = sigma(completed q)(a) for each legal move a of ``node`` (module docstring);
+    returns sum_b N(b) over its children."""
+    P = t.P[g, node]
+    sum_n, max_n, lo, hi = completed_q(t, g, node, out)
     scale = (knobs.c_visit + max_n) * knobs.c_scale / max(hi - lo, SPREAD)
     for a in range(P.shape[0]):
         if P[a] >= 0.0:
             out[a] = (out[a] - lo) * scale
     return sum_n
+
+
+@njit(cache=True, nogil=True)
+def improved_root_values(t, slots, policy, values) -> None:
+    """values[i] = sum_a policy[i, a] completed Q(a) at the i-th slot's root, from its side to
+    move: the value of playing pi' (``policy``, `gumbel_decisions`) rather than the plain mean
+    of the search's visits; the root's own value where it was never expanded."""
+    q = np.empty(t.P.shape[2])
+    for i in range(slots.shape[0]):
+        g = slots[i]
+        values[i] = t.value[g, 0]
+        if t.state[g, 0] != EXPANDED:
+            continue
+        completed_q(t, g, 0, q)
+        P = t.P[g, 0]
+        v = 0.0
+        for a in range(P.shape[0]):
+            if P[a] >= 0.0:
+                v += policy[i, a] * q[a]
+        values[i] = v
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -53,7 +53,7 @@ from tabula.features import NUM_PLANES, symmetry_permutations
 from tabula.go.board import EMPTY_HASH, REASONS, area_score, rules_context
 from tabula.go.game import Game
 from tabula.go.hashset import hashset_insert, hashset_new
-from tabula.mcts.gumbel import gumbel_decisions
+from tabula.mcts.gumbel import gumbel_decisions, improved_root_values
 from tabula.mcts.kernels import expand_and_backup, gather, init_root, undo_collisions
 from tabula.mcts.moves import choose_moves, play_moves, root_stats, start_searches
 from tabula.mcts.trees import (
@@ -501,6 +501,18 @@ class BatchedMCTS:
         if len(unsearched):
             raise SearchError(f"slot {unsearched[0]}: no search at the root (run a search first)")
         return Decisions(move, policy)
+
+    def improved_values(self, slots: Sequence[int] | np.ndarray, policy: np.ndarray) -> np.ndarray:
+        """float32[k]: each slot's root value under its policy target, sum_a pi'(a) completed
+        Q(a), from the side to move (`tabula.mcts.gumbel.improved_root_values`; the Gumbel
+        search, after `decide` gave ``policy``); PUCT: the root's mean value (`roots`), which
+        its visit-count target already weighs the same way."""
+        slots = np.asarray(slots, dtype=np.int64)
+        if not self.params.gumbel:
+            return self.roots(slots).value.astype(np.float32)
+        values = np.zeros(len(slots), dtype=np.float64)
+        improved_root_values(self.trees, slots, np.ascontiguousarray(policy), values)
+        return values.astype(np.float32)
 
     def _check_reset(self, slots: np.ndarray) -> None:
         for slot in slots:

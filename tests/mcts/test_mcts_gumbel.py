@@ -12,7 +12,7 @@ import pytest
 
 from tabula.features import HISTORY
 from tabula.mcts import BatchedMCTS, SearchParams
-from tabula.mcts.gumbel import considered_visits, gumbel_decisions
+from tabula.mcts.gumbel import considered_visits, gumbel_decisions, improved_root_values
 from tabula.mcts.trees import EXPANDED, new_trees
 from tabula.selfplay import SelfPlayParams, play_games
 from tests.helpers.mcts import hashed
@@ -270,3 +270,40 @@ def test_gumbel_records_carry_the_improved_policy() -> None:
     for r in records:
         np.testing.assert_allclose(r.pi.sum(axis=1), 1.0, rtol=1e-5)
         assert (r.pi > 0).sum(axis=1).max() > 12  # pi' covers unvisited moves, not 12 visits
+
+
+# -- the improved root value ---------------------------------------------------------------
+
+
+def improved(t, policy: np.ndarray) -> float:
+    values = np.zeros(1)
+    improved_root_values(t, np.zeros(1, dtype=np.int64), policy[None].astype(np.float32), values)
+    return float(values[0])
+
+
+def test_improved_root_value_by_hand() -> None:
+    """The tree of `test_policy_target_by_hand`: completed Q = (.5, -.5, .11875), so the value
+    of pi' is .5 pi'(a0) - .5 pi'(a1) + .11875 pi'(a2); the root's plain mean is
+    (.1 + 1 - .5) / 4 = .15."""
+    t = hand_tree([0.5, 0.3, 0.2, -1.0], [2, 1, 0, 0], [1.0, -0.5, 0.0, 0.0], 0.1)
+    _, pi = decide(t)
+    expected = 0.5 * pi[0] - 0.5 * pi[1] + 0.11875 * pi[2]
+    assert improved(t, pi) == pytest.approx(expected, rel=1e-5)
+    assert improved(t, np.array([0.0, 0.0, 1.0, 0.0])) == pytest.approx(0.11875, rel=1e-5)
+    assert improved(t, np.array([0.0, 1.0, 0.0, 0.0])) == pytest.approx(-0.5, rel=1e-5)
+
+
+def test_improved_root_value_matches_the_formulas_on_random_trees() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        P, N, W, value = random_tree(rng)
+        t = hand_tree(P.tolist(), N.tolist(), W.tolist(), value)
+        _, pi = decide(t)
+        expected_pi, completed = reference_policy(P, N, W, value)
+        assert improved(t, pi) == pytest.approx((expected_pi * completed).sum(), abs=1e-5)
+
+
+def test_an_unexpanded_root_keeps_its_own_value() -> None:
+    t = hand_tree([0.5, 0.5], [0, 0], [0.0, 0.0], 0.3)
+    t.state[0, 0] = 0  # never expanded (a finished game's root)
+    assert improved(t, np.array([0.5, 0.5])) == pytest.approx(0.3)

@@ -104,3 +104,18 @@ def test_quiet_fast_searches_from_config() -> None:
     cfg = load_config(None, ["selfplay.quiet_fast_searches=true"])
     assert SelfPlayParams.from_config(cfg).quiet_fast_searches
     assert not SelfPlayParams.from_config(load_config(None)).quiet_fast_searches
+
+
+def test_the_improved_root_value_is_recorded_when_asked() -> None:
+    """selfplay.root_value: improved records sum pi' completed Q (Gumbel): the same games and
+    moves (only the recorded value differs), and values that differ from the plain mean."""
+    plain = play(params("gumbel"), 4)
+    better = play(params("gumbel", improved_root_value=True), 4)
+    for a, b in zip(plain, better, strict=True):
+        assert (a.moves == b.moves).all() and (a.pi == b.pi).all()
+        assert np.abs(b.root_values).max() <= 1.0
+    assert any(
+        not np.allclose(a.root_values, b.root_values) for a, b in zip(plain, better, strict=True)
+    )
+    cfg = load_config(None, ["selfplay.root_value=improved"])
+    assert SelfPlayParams.from_config(cfg).improved_root_value
