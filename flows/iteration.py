@@ -43,12 +43,18 @@ STAGE_RECORDS = {
 
 @resumable(Stage.SELFPLAY, SelfplayRecord)
 def run_selfplay(
-    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], iterations: int
+    cfg: Config,
+    layout: RunLayout,
+    plan: IterationPlan,
+    runs: list[str],
+    iterations: int,
+    laps: Laps,
 ) -> SelfplayRecord:
     i = plan.iteration
     workers, _ = specs_of(cfg, layout, plan, iterations)
     futures = [selfplay_worker.submit(cfg, layout, spec) for spec in workers]
     records = [f.result() for f in futures]
+    laps.lap(Stage.SELFPLAY.value)  # the games; what follows records them
     hashes = dvc_commit(layout, i, Stage.SELFPLAY.value)
     v_resign = workers[0].v_resign if workers else None
     totals = calibrate(records, i, v_resign, cfg.selfplay.resign_false_positive_target, hashes)
@@ -59,12 +65,18 @@ def run_selfplay(
 
 @resumable(Stage.TRAIN, TrainRecord)
 def run_train(
-    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], iterations: int
+    cfg: Config,
+    layout: RunLayout,
+    plan: IterationPlan,
+    runs: list[str],
+    iterations: int,
+    laps: Laps,
 ) -> TrainRecord:
     """Train iteration ``plan.iteration`` as its spec says (`tasks.plan.specs_of`)."""
     i = plan.iteration
     _, spec = specs_of(cfg, layout, plan, iterations)
     trained = train(cfg, layout, spec, runs[0], mlflow_runs.tracking_uri(cfg, layout))
+    laps.lap(Stage.TRAIN.value)  # the steps; what follows records them
     hashes = dvc_commit(layout, i, Stage.TRAIN.value)
     window = window_hashes(layout, spec.window)
     mlflow_runs.log_datasets(cfg, layout, runs[0], window, context="training")
@@ -144,7 +156,9 @@ def iteration(
     """Run (or resume) iteration ``i`` of ``run``, part of a run planned for ``iterations``
     iterations (default: the config's; the rate schedule fits it); returns its summary row,
     with the CPU-seconds of each stage."""
-    laps = Laps()  # CPU-seconds by stage; what the stages do not spend is bookkeeping
+    # CPU-seconds by stage: the games, the training steps, the matches and the promotion;
+    # everything else (the plan, DVC commits, MLflow, the lineage commit) is bookkeeping.
+    laps = Laps()
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
     planned = iterations or cfg.pipeline.iterations
@@ -157,11 +171,11 @@ def iteration(
         progress = IterationProgress(layout, i, child, mlflow_runs.run_link(cfg, layout, child))
         found = {s for s, r in STAGE_RECORDS.items() if finished(layout, i, s, r) is not None}
         laps.lap("bookkeeping")
-        selfplay = run_selfplay(cfg, layout, plan, runs, planned)
-        laps.lap(Stage.SELFPLAY.value)
+        selfplay = run_selfplay(cfg, layout, plan, runs, planned, laps)
+        laps.lap("bookkeeping")
         progress.done(Stage.SELFPLAY, selfplay, Stage.SELFPLAY in found)
-        train = run_train(cfg, layout, plan, runs, planned)
-        laps.lap(Stage.TRAIN.value)
+        train = run_train(cfg, layout, plan, runs, planned, laps)
+        laps.lap("bookkeeping")
         progress.done(Stage.TRAIN, train, Stage.TRAIN in found)
         evaluation = run_evaluate(cfg, layout, plan, runs)
         laps.lap(Stage.EVALUATE.value)
