@@ -100,6 +100,7 @@ class Laps:
         self.last = now
 
     def rest(self, name: str) -> dict[str, float]:
-        """The laps, with everything not yet charged given to ``name``."""
+        """The laps by name (sorted, as a record stores them), with everything not yet charged
+        given to ``name``."""
         self.lap(name)
-        return {k: round(v, 3) for k, v in self.laps.items()}
+        return {k: round(v, 3) for k, v in sorted(self.laps.items())}
