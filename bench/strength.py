@@ -170,12 +170,17 @@ def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, co
 
 
 def stage_split(state: dict) -> tuple[dict[str, float], float | None]:
-    """CPU-seconds by stage over the run's iterations, and the share of self-play and
-    training in them (`tasks.run.summary.learning_share`; None when the run recorded none)."""
+    """CPU-seconds by stage over the run's iterations, with "other" for what the run spent
+    outside them (process start-up, the initial network, a resume's mending), and the share
+    of self-play and training in the whole (`tasks.run.summary.learning_share`; None when
+    the run recorded none)."""
     stages: dict[str, float] = {}
     for row in state["iterations"]:
         for stage, seconds in row.get("stages", {}).items():
             stages[stage] = stages.get(stage, 0.0) + seconds
+    if state["iterations"]:
+        other = state["iterations"][-1]["cpu_s"] - sum(stages.values())
+        stages["other"] = round(max(0.0, other), 3)
     return stages, learning_share(stages)
 
 
