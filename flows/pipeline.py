@@ -109,7 +109,7 @@ def pipeline(
                 started = layout.marker(i, Stage.PLAN.marker_name()).exists()
                 if not started and spent_fraction(budget, cpu, wall) >= 1.0:
                     break  # the budget is spent: stop at this clean boundary
-                planned = planned_iterations(budget, i - 1, cfg.pipeline.iterations)
+                planned = planned_iterations(budget, i - 1, iterations or cfg.pipeline.iterations)
                 planned = min(planned, iterations) if iterations is not None else planned
                 row = one(config_yaml, project, run, i, parent, tags, planned)
                 recorded = spent_on(budget, i)

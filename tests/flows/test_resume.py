@@ -11,9 +11,11 @@ import subprocess
 import pytest
 
 from flows.pipeline import run_pipeline
+from tabula.config import load_config
 from tasks import tracking
 from tasks.run.layout import RunLayout
 from tests import pipeline_runs as runs
+from tests.conftest import TINY
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +36,8 @@ def test_killed_run_resumes_with_nothing_lost_or_doubled(
     subprocess.run(["git", "clone", "-q", "-b", "main", str(project), str(reference)], check=True)
     for path in ("data", "mlflow", ".dvc", ".dvcignore"):
         subprocess.run(["rm", "-rf", str(reference / path)], check=True)
-    run_pipeline(tiny_config, reference, iterations=2)
+    # the same config as the killed runs (TINY and GATED): only the kills differ
+    run_pipeline(load_config(None, [*TINY, *runs.GATED]), reference, iterations=2)
     expected = RunLayout(reference, "data", tiny_config.pipeline.name)
 
     for i in (1, 2):  # same positions, byte for byte: same DVC hashes as an uninterrupted run
