@@ -16,7 +16,7 @@ from tasks.run.cputime import CORE_HOUR
 from tasks.run.results import load_results, results_from_rows
 
 LEVELS = (1, 5, 10)  # the GnuGo levels of the ladder
-#: Issue 15's moonshot: a day on two cores wins 90% against GnuGo level 10.
+#: The moonshot (docs/strength.md): a day on two cores wins 90% against GnuGo level 10.
 MOONSHOT_CORE_HOURS, MOONSHOT_LEVEL, MOONSHOT_SCORE = 48.0, 10, 0.9
 
 

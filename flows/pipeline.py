@@ -28,7 +28,6 @@ from tasks.plan import init_model
 from tasks.promote import set_champion
 from tasks.run.budget import (
     Meter,
-    last_spent,
     limited,
     planned_iterations,
     read_budget,
@@ -36,7 +35,6 @@ from tasks.run.budget import (
     set_limits,
     spent_fraction,
     spent_on,
-    totals,
 )
 from tasks.run.cputime import process_tree_cpu_seconds
 from tasks.run.layout import RunLayout, RunLock
@@ -78,7 +76,6 @@ def pipeline(
     no new one once the run's budget is spent (`tasks.run.budget`: ``core_hours`` of CPU,
     ``hours`` of wall time, None keeping the run's; ``iterations`` None: until the budget is
     spent). This process's spending counts from ``cpu_start`` CPU-seconds of its tree."""
-    meter = Meter(cpu_start=cpu_start)
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
     ensure_repo(layout.project, cfg.pipeline.dvc_remote)
@@ -98,14 +95,15 @@ def pipeline(
     runner = _task_runner(cfg.selfplay.workers, dask_address)
     one = iteration.with_options(task_runner=runner)
     budget = set_limits(layout, core_hours, hours)
-    before = last_spent(budget)  # what the run's earlier processes spent
+    last = budget.spent[-1] if budget.spent else None  # what the run's earlier processes spent
+    meter = Meter(cpu_start=cpu_start, base=last)
     rows: list[SummaryRow] = []
     try:
         i = 1
         while iterations is None or i <= iterations:
             row = closed_row(layout, i, budget)
             if row is None:
-                cpu, wall = totals(meter, before)
+                cpu, wall = meter.totals()
                 started = layout.marker(i, Stage.PLAN.marker_name()).exists()
                 if not started and spent_fraction(budget, cpu, wall) >= 1.0:
                     break  # the budget is spent: stop at this clean boundary
@@ -114,7 +112,7 @@ def pipeline(
                 row = one(config_yaml, project, run, i, parent, tags, planned)
                 recorded = spent_on(budget, i)
                 if recorded is None:
-                    cpu, wall = totals(meter, before)
+                    cpu, wall = meter.totals()
                     budget = record_iteration(layout, i, cpu, wall, row.stage_cpu_s)
                 else:  # a finished iteration's flow mended: it keeps what it spent, and the
                     row = replace(row, stage_cpu_s=dict(recorded.stages))  # mend counts next

@@ -9,6 +9,7 @@ specs, never a second derivation of them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -198,8 +199,8 @@ def stage_specs(
     return replace(plan, workers=workers, train=train)
 
 
-def torch_threads(cores: int, processes: int = 1) -> int:
-    """torch's intra-op threads for each of ``processes`` stages sharing ``cores`` (self-play
-    workers in one process; training alone): one per core, at least one. Training records its
-    count, since it changes float sums."""
-    return max(1, cores // processes)
+def torch_threads(processes: int = 1, cores: int | None = None) -> int:
+    """torch's intra-op threads for each of ``processes`` stages sharing ``cores`` (default:
+    this machine's; self-play workers in one process, training alone): one per core, at least
+    one. Training records its count, since it changes float sums."""
+    return max(1, (cores or os.cpu_count() or 1) // processes)

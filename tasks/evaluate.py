@@ -51,7 +51,7 @@ from tabula.sgf import game_to_sgf, result_string
 from tasks.players import PlayerSpecError, Resolver, make_player, resolve_command
 from tasks.retry import IO_RETRIES
 from tasks.run.codec import from_json
-from tasks.run.layout import RunLayout, reset_dir
+from tasks.run.layout import RunLayout, relative_to, reset_dir
 from tasks.run.records import AnchorRecord, Elo, GateRecord, RatingRow, Stage
 from tasks.run.results import append_results, ratings_table
 from tasks.watch import counting, plot_elo_curve
@@ -214,19 +214,12 @@ def _games(
     try:
         for outcome in outcomes:
             path = write_sgf(outcome, sgf_dir, match_id) if sgf_dir is not None else None
-            record = PlayedGame(outcome, None if path is None else _under(path, root))
+            record = PlayedGame(outcome, None if path is None else relative_to(path, root))
             if store is not None:
                 append_results(store, [record.row(match_id, iteration)])
             yield record
     finally:
         outcomes.close()
-
-
-def _under(path: Path, root: Path | None) -> Path:
-    """``path`` relative to ``root`` when it lies inside it (a project's files), else as is."""
-    if root is None or not path.is_relative_to(root):
-        return path
-    return path.relative_to(root)
 
 
 def run_match(

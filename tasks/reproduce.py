@@ -205,7 +205,7 @@ def redo_selfplay_stage(cfg: Config, layout: RunLayout, i: int) -> list[str]:
     scratch = Path(tempfile.mkdtemp(prefix=".rebuild-", dir=layout.iteration(i)))
     try:
         rebuilt = scratch / target.name
-        set_threads(torch_threads(os.cpu_count() or 1, cfg.selfplay.workers))
+        set_threads(torch_threads(cfg.selfplay.workers))
         for spec in workers:
             folder = layout.project / spec.folder
             play_spec(cfg, layout.project, spec, out=rebuilt / folder.relative_to(target))

@@ -246,7 +246,7 @@ def selfplay_worker(cfg: Config, layout: RunLayout, spec: WorkerSpec) -> WorkerR
     out = layout.project / spec.folder
     reset_dir(out)  # a killed worker's shards are replaced, never appended to
     started = time.perf_counter()
-    set_threads(torch_threads(os.cpu_count() or 1, cfg.selfplay.workers))
+    set_threads(torch_threads(cfg.selfplay.workers))
     show = reporting(Stage.SELFPLAY, f"iter {spec.iteration} self-play w{spec.worker} (games)")
     result = play_spec(cfg, layout.project, spec, progress=lambda p: show(p.games, p.games_total))
     relative = dataclasses.replace(

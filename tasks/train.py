@@ -55,7 +55,7 @@ from tabula.config import Config
 from tabula.errors import TabulaError
 from tabula.plan import TrainSpec, torch_threads
 from tasks.retry import IO_RETRIES
-from tasks.run.layout import RunLayout, reset_dir
+from tasks.run.layout import RunLayout, relative_to, reset_dir
 from tasks.run.markers import finished
 from tasks.run.records import SelfplayRecord, Stage, Trained, TrainResult
 from tasks.versioning import code_commit, status
@@ -258,7 +258,7 @@ def _lineage(
     assert window is not None
 
     def rel(path: Path) -> str:
-        return str(path.resolve().relative_to(project.resolve()) if project else path)
+        return str(relative_to(path, project))
 
     return CheckpointLineage(
         model_id=model_id,
@@ -410,7 +410,7 @@ def train(
     verify_window(layout, list(spec.window))
     out = model_dir or layout.model_dir(i)
     reset_dir(out)
-    threads = threads or torch_threads(os.cpu_count() or 1)
+    threads = threads or torch_threads()
     set_threads(threads)
     started = time.perf_counter()
     show = reporting(Stage.TRAIN, f"iter {i} training (steps)")
@@ -431,16 +431,11 @@ def train(
         project=layout.project,
     )
     relative = dataclasses.replace(
-        result, model=_in_project(layout, result.model), ckpt=_in_project(layout, result.ckpt)
+        result,
+        model=relative_to(result.model, layout.project),  # (a reproduction may train elsewhere)
+        ckpt=relative_to(result.ckpt, layout.project),
     )
     return Trained(result=relative, seconds=time.perf_counter() - started, threads=threads)
-
-
-def _in_project(layout: RunLayout, path: Path) -> Path:
-    """``path`` relative to the project when it lies inside it (a run's model; a reproduction
-    may retrain elsewhere)."""
-    inside = path.resolve().is_relative_to(layout.project.resolve())
-    return Path(layout.rel(path)) if inside else path
 
 
 class WindowChangedError(TabulaError, ValueError):

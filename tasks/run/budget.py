@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from tasks.run.cputime import CORE_HOUR, process_tree_cpu_seconds
 from tasks.run.layout import RunLayout
@@ -85,7 +85,8 @@ def _mean_cost(spent: list[Spent], what: str) -> float:
 
 @dataclass
 class Meter:
-    """This process's spending, added to what the run spent before it started.
+    """What the run has spent: ``base`` (what its earlier processes spent, None for none) plus
+    this process's spending since the meter started.
 
     Counts from ``cpu_start`` CPU-seconds of this process tree (0: since the process started,
     as ``tabula run``; a caller that did other work first passes what it had used), and wall
@@ -93,10 +94,8 @@ class Meter:
     """
 
     cpu_start: float = 0.0
-    wall_start: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.wall_start = time.monotonic()
+    base: Spent | None = None
+    wall_start: float = field(init=False, default_factory=time.monotonic)
 
     def cpu(self) -> float:
         """CPU-seconds this process tree has spent since the meter's start."""
@@ -105,22 +104,20 @@ class Meter:
     def wall(self) -> float:
         return time.monotonic() - self.wall_start
 
+    def totals(self) -> tuple[float, float]:
+        """(CPU-seconds, wall seconds) the run has spent, earlier processes included."""
+        cpu0, wall0 = (self.base.cpu_s, self.base.wall_s) if self.base else (0.0, 0.0)
+        return cpu0 + self.cpu(), wall0 + self.wall()
+
     @classmethod
     def from_now(cls) -> Meter:
         return cls(cpu_start=process_tree_cpu_seconds())
 
 
-def totals(meter: Meter, base: Spent | None) -> tuple[float, float]:
-    """(CPU-seconds, wall seconds) the run has spent: ``base`` (the record when this process
-    started) plus this process's meter."""
-    cpu0, wall0 = (base.cpu_s, base.wall_s) if base else (0.0, 0.0)
-    return cpu0 + meter.cpu(), wall0 + meter.wall()
-
-
 def record_iteration(
     layout: RunLayout, i: int, cpu_s: float, wall_s: float, stages: dict[str, float]
 ) -> Budget:
-    """Add iteration ``i``'s entry (replacing one a resume mended) to ``budget.json``."""
+    """Add iteration ``i``'s entry to ``budget.json`` (replacing one it had)."""
     budget = read_budget(layout)
     kept = tuple(s for s in budget.spent if s.iteration != i)
     entry = Spent(i, round(cpu_s, 3), round(wall_s, 3), dict(stages))
@@ -132,7 +129,3 @@ def record_iteration(
 def spent_on(budget: Budget, i: int) -> Spent | None:
     """Iteration ``i``'s entry, None before it finished."""
     return next((s for s in budget.spent if s.iteration == i), None)
-
-
-def last_spent(budget: Budget) -> Spent | None:
-    return budget.spent[-1] if budget.spent else None

@@ -101,6 +101,15 @@ class RunLayout:
         return str(path.resolve().relative_to(self.project.resolve()))
 
 
+def relative_to(path: Path, root: Path | None) -> Path:
+    """``path`` relative to ``root`` when it lies inside it (a project's file: what records
+    store), else as it is (a file elsewhere, or no root)."""
+    if root is None:
+        return path
+    resolved, base = path.resolve(), root.resolve()
+    return resolved.relative_to(base) if resolved.is_relative_to(base) else path
+
+
 def read_json(path: Path) -> Any | None:
     return json.loads(path.read_text()) if path.exists() else None
 

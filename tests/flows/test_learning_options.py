@@ -1,4 +1,4 @@
-"""Issue 15's switches end to end on real Prefect, MLflow and DVC: the Gumbel search and
+"""The learning switches end to end on real Prefect, MLflow and DVC: the Gumbel search and
 gating off in a two-iteration run, and the paper's settings they replaced in the quick start;
 a run extended past its plan keeps a live rate schedule."""
 
