@@ -7,7 +7,10 @@ from all positions of the most recent 500,000 games"): over a list of shard file
 1. the games of the most recent ``window_iterations`` iterations present (None: all), then
 2. the most recent ``window_games`` of those (None: all),
 3. trimmed further, oldest games first, so that the kept positions fit in ``max_bytes``
-   (a warning says so).
+   (a warning says so);
+
+and with ``holdout_games`` the newest that-many games of the newest iteration are left out
+before all three, as a window of their own to measure the trained network on.
 
 Games are ordered by (iteration, the shard's place in the expanded list, first row in the shard):
 within an iteration a later shard counts as more recent. A game is (shard, game_id).
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +96,8 @@ class PositionWindow:
     the full search; `model.shards`). With auxiliary targets: ``ownership: int8[P, M]``,
     ``score: float32[P]`` (both from the side to move) and ``scored: bool[P]`` (they are
     targets). ``shards`` lists every validated shard, ``used`` those with rows in it.
+    ``latest``: how many of the positions are from the newest iteration's games;
+    ``held_out``: the held-out games' positions (``holdout_games``), None when none are.
     """
 
     board_size: int
@@ -108,9 +113,16 @@ class PositionWindow:
     ownership: np.ndarray | None = None  # None: no auxiliary targets in the batches
     score: np.ndarray | None = None
     scored: np.ndarray | None = None
+    latest: int = 0
+    held_out: PositionWindow | None = None
 
     def __len__(self) -> int:
         return int(self.z.shape[0])
+
+    def in_order(self, size: int) -> Iterator[tuple[torch.Tensor, ...]]:
+        """Every position once, in order, ``size`` at a time, untransformed (`batch`)."""
+        for start in range(0, len(self), size):
+            yield self.batch(np.arange(start, min(start + size, len(self))))
 
     def batch(self, rows: np.ndarray, syms: np.ndarray | None = None) -> tuple[torch.Tensor, ...]:
         """``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` for ``rows``, and
@@ -199,16 +211,42 @@ def _game_table(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return iteration[first[order]], first[order], rank[inverse]
 
 
+def _game_keys(games: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray:
+    """(iteration, shard index, first row) of every game, shard after shard: int64[G, 3]."""
+    return np.concatenate(
+        [np.stack([it, np.full_like(it, s), first], 1) for s, (it, first, _) in enumerate(games)]
+    ).astype(np.int64)
+
+
+def _split(
+    games: list[tuple[np.ndarray, np.ndarray, np.ndarray]], mask: np.ndarray
+) -> list[np.ndarray]:
+    """A mask over every game (`_game_keys`' order) as one mask per shard."""
+    return np.split(mask, np.cumsum([len(g[0]) for g in games])[:-1])
+
+
+def _held_out(games: list[tuple[np.ndarray, np.ndarray, np.ndarray]], n: int) -> np.ndarray:
+    """A bool mask over every game (`_game_keys`' order): the ``n`` newest games of the newest
+    iteration, newest by the window's order (module docstring)."""
+    keys = _game_keys(games)
+    held = np.zeros(len(keys), dtype=bool)
+    if n > 0:
+        newest = np.flatnonzero(keys[:, 0] == keys[:, 0].max())
+        order = newest[np.lexsort((keys[newest, 2], keys[newest, 1]))]  # oldest first
+        held[order[-n:]] = True
+    return held
+
+
 def _select_games(
     games: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
     window_games: int | None,
     window_iterations: int | None,
+    held: np.ndarray | None = None,
 ) -> list[np.ndarray]:
-    """Per shard, a bool mask over its games: inside the window (before the memory bound)."""
-    keys = np.concatenate(  # (iteration, shard index, first row) of every game
-        [np.stack([it, np.full_like(it, s), first], 1) for s, (it, first, _) in enumerate(games)]
-    ).astype(np.int64)
-    keep = np.ones(len(keys), dtype=bool)
+    """Per shard, a bool mask over its games: inside the window (before the memory bound),
+    the ``held`` ones (`_held_out`) left out."""
+    keys = _game_keys(games)
+    keep = np.ones(len(keys), dtype=bool) if held is None else ~held
     if window_iterations is not None:
         recent = np.unique(keys[:, 0])[-window_iterations:]
         keep &= np.isin(keys[:, 0], recent)
@@ -216,8 +254,7 @@ def _select_games(
     if window_games is not None:
         kept = order[keep[order]]
         keep[kept[: max(len(kept) - window_games, 0)]] = False
-    splits = np.cumsum([len(g[0]) for g in games])[:-1]
-    return np.split(keep, splits)
+    return _split(games, keep)
 
 
 def _bound_memory(
@@ -289,10 +326,12 @@ def load_window(
     max_bytes: int = DEFAULT_MAX_BYTES,
     value_target_mix: float = 0.0,
     aux: bool = False,
+    holdout_games: int = 0,
 ) -> PositionWindow:
     """Validate every shard under ``paths``, then load the window (module docstring) packed.
     value_target_mix: lambda of the value target (1 - lambda) z + lambda root_value; aux: load
-    the ownership and score targets too.
+    the ownership and score targets too; holdout_games: leave the newest that-many games of the
+    newest iteration out, loaded as the window's ``held_out``.
 
     Raises ``ShardError`` naming the first bad shard (nothing is loaded before all pass) and
     ``DataWindowError`` when there is nothing to train on.
@@ -301,7 +340,8 @@ def load_window(
     for f in files:
         validate_shard(f, expect_board_size=board_size)
     games = [_game_table(f) for f in files]
-    masks = _select_games(games, window_games, window_iterations)
+    held = _held_out(games, holdout_games)
+    masks = _select_games(games, window_games, window_iterations, held)
     dropped = _bound_memory(games, masks, max_bytes // bytes_per_position(board_size, aux))
     if dropped:
         log.warning(
@@ -309,15 +349,35 @@ def load_window(
             dropped,
             max_bytes,
         )
-    rows = [m[inv] for (_, _, inv), m in zip(games, masks, strict=True)]
-    if not any(r.any() for r in rows):
+    if not any(m.any() for m in masks):
         raise DataWindowError(f"the data window holds no positions ({len(files)} shards)")
+    read = (files, games, board_size, value_target_mix, aux)
+    window = _positions(*read, masks, dropped)
+    if held.any():
+        window = replace(window, held_out=_positions(*read, _split(games, held)))
+    return window
+
+
+def _positions(
+    files: list[Path],
+    games: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    board_size: int,
+    value_target_mix: float,
+    aux: bool,
+    masks: list[np.ndarray],
+    dropped: int = 0,
+) -> PositionWindow:
+    """The positions of the games ``masks`` selects (one bool mask per shard's games)."""
+    rows = [m[inv] for (_, _, inv), m in zip(games, masks, strict=True)]
     packed, pi, z, full, root_value, ownership, score, scored = _read_rows(
         files, rows, board_size, aux
     )
     if value_target_mix > 0:
         z = ((1.0 - value_target_mix) * z + value_target_mix * root_value).astype(np.float32)
     kept = [(f, g[0][m]) for f, g, m in zip(files, games, masks, strict=True) if m.any()]
+    newest, latest = max(int(it.max(initial=0)) for it, _, _ in games), 0
+    for (it, _, inv), m in zip(games, masks, strict=True):
+        latest += int((m & (it == newest))[inv].sum())  # rows of the newest iteration's games
     return PositionWindow(
         board_size=board_size,
         packed=packed,
@@ -332,6 +392,7 @@ def load_window(
         ownership=ownership if aux else None,
         score=score if aux else None,
         scored=scored if aux else None,
+        latest=latest,
     )
 
 
@@ -404,7 +465,8 @@ class ShardDataModule(pl.LightningDataModule):
 
     ``setup`` validates every shard and loads the window (once; later calls reuse it).
     Batches: ``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` and, when some
-    positions are not policy targets, ``full bool[B]`` (`PositionWindow.batch`).
+    positions are not policy targets, ``full bool[B]`` (`PositionWindow.batch`). With
+    ``holdout_games`` the window's ``held_out`` games are never in a batch.
     """
 
     def __init__(
@@ -422,6 +484,7 @@ class ShardDataModule(pl.LightningDataModule):
         max_bytes: int = DEFAULT_MAX_BYTES,
         value_target_mix: float = 0.0,
         aux: bool = False,
+        holdout_games: int = 0,
     ) -> None:
         super().__init__()
         self.shards = [Path(s) for s in shards]
@@ -430,6 +493,7 @@ class ShardDataModule(pl.LightningDataModule):
         self.window_games, self.window_iterations = window_games, window_iterations
         self.augment, self.num_workers, self.max_bytes = augment, num_workers, max_bytes
         self.value_target_mix, self.aux = value_target_mix, aux
+        self.holdout_games = holdout_games
         self.window: PositionWindow | None = None
 
     def setup(self, stage: str | None = None) -> None:
@@ -442,6 +506,7 @@ class ShardDataModule(pl.LightningDataModule):
                 max_bytes=self.max_bytes,
                 value_target_mix=self.value_target_mix,
                 aux=self.aux,
+                holdout_games=self.holdout_games,
             )
 
     def train_dataloader(self) -> DataLoader:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import pytorch_lightning as pl
 import torch
@@ -201,34 +201,69 @@ class AlphaZeroSystem(pl.LightningModule):
             group["lr"] = lr
 
     def training_step(self, batch: Sequence[torch.Tensor], batch_idx: int) -> torch.Tensor:
-        planes, pi, z, *rest = batch
-        full = rest[0] if rest else None
-        x = planes.float()
+        terms = self._terms(self._forward(batch), batch[1:])
+        loss = terms[0] + terms[1] + terms[2]
+        if self.net.aux:
+            loss = loss + self.hparams["ownership_weight"] * terms[3]
+            loss = loss + self.hparams["score_weight"] * terms[4]
+        self._sums += torch.stack(terms).detach()
+        self._count += 1
+        if self._log_now():
+            self._log_window(batch_size=batch[0].shape[0])
+        return loss
+
+    @torch.no_grad()
+    def held_out_losses(self, batches: Iterable[Sequence[torch.Tensor]]) -> dict[str, float]:
+        """The loss terms on positions never trained on, as `final_losses` names them: the
+        network in eval mode, no gradient, fp32, over every row of ``batches`` (as
+        `training_step` takes them) at once, so each term is the mean a single batch of
+        them all would give."""
+        was = self.training
+        self.eval()
+        try:
+            device = next(self.net.parameters()).device
+            outputs, targets = [], []
+            for batch in batches:
+                batch = [t.to(device) for t in batch]
+                outputs.append(self._forward(batch))
+                targets.append(batch[1:])
+            joined = [None if o[0] is None else torch.cat(o) for o in zip(*outputs, strict=True)]
+            terms = self._terms(tuple(joined), [torch.cat(t) for t in zip(*targets, strict=True)])
+        finally:
+            self.train(was)
+        return self._totalled(dict(zip(self.loss_names, (float(t) for t in terms), strict=True)))
+
+    def _forward(self, batch: Sequence[torch.Tensor]) -> tuple[torch.Tensor | None, ...]:
+        """(logits, value, ownership, score) of a batch's planes; the last two None unless
+        the network and the batch have the auxiliary heads and targets."""
+        x = batch[0].float()
         if self.hparams["channels_last"]:
             x = x.contiguous(memory_format=torch.channels_last)
-        if self.net.aux and len(rest) == 4:
-            logits, value, ownership, score = self.net.forward_aux(x)
-        else:
-            (logits, value), ownership, score = self.net(x), None, None
+        if self.net.aux and len(batch) == 7:
+            return self.net.forward_aux(x)
+        return (*self.net(x), None, None)
+
+    def _terms(
+        self, outputs: Sequence[torch.Tensor | None], targets: Sequence[torch.Tensor]
+    ) -> tuple[torch.Tensor, ...]:
+        """The loss terms (`loss_names`' order) of ``outputs`` (`_forward`) against a batch's
+        ``targets``: ``(pi, z)``, then ``full`` and the auxiliary targets when it has them."""
+        logits, value, ownership, score = outputs
+        assert logits is not None and value is not None
+        pi, z, *rest = targets
+        full = rest[0] if rest else None
         fast = float(self.hparams.get("fast_row_weight", 1.0))
         terms: tuple[torch.Tensor, ...] = alphago_zero_loss(
             logits, value, pi, z, list(self.net.parameters()), self.hparams["weight_decay"],
             full, fast,
         )  # fmt: skip
-        loss = terms[0] + terms[1] + terms[2]
         if self.net.aux:  # (0 for a batch without the targets: old shards)
             aux = (0.0 * value.sum(), 0.0 * value.sum())
             if ownership is not None and score is not None:
                 weights = None if full is None or fast == 1.0 else fast_row_weights(full, fast)
                 aux = auxiliary_loss(ownership, score, *rest[1:], row_weight=weights)
-            loss = loss + self.hparams["ownership_weight"] * aux[0]
-            loss = loss + self.hparams["score_weight"] * aux[1]
             terms = (*terms, *aux)
-        self._sums += torch.stack(terms).detach()
-        self._count += 1
-        if self._log_now():
-            self._log_window(batch_size=planes.shape[0])
-        return loss
+        return terms
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self._log_now():
@@ -246,11 +281,13 @@ class AlphaZeroSystem(pl.LightningModule):
 
     def _window_means(self) -> dict[str, float]:
         means = (self._sums / max(self._count, 1)).tolist()
-        out = dict(zip(self.loss_names, means, strict=True))
+        return self._totalled(dict(zip(self.loss_names, means, strict=True)))
+
+    def _totalled(self, terms: dict[str, float]) -> dict[str, float]:
+        """``terms`` with their weighted sum, the loss, as ``total``."""
         weights = {"ownership": self.hparams["ownership_weight"],
                    "score": self.hparams["score_weight"]}  # fmt: skip
-        out["total"] = sum(weights.get(k, 1.0) * v for k, v in out.items())
-        return out
+        return {**terms, "total": sum(weights.get(k, 1.0) * v for k, v in terms.items())}
 
     def _log_window(self, batch_size: int) -> None:
         means = self._window_means()

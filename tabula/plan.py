@@ -9,6 +9,7 @@ specs, never a second derivation of them.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -49,10 +50,15 @@ class TrainSpec:
     window: self-play folders (project-relative) it samples from, oldest first.
     parent: the iteration whose checkpoint it continues from (`tasks.train.training_init`).
     seed: 32-bit seed of its sampling and initialisation.
-    steps: optimizer steps of this stage.
+    steps: optimizer steps of this stage, unless ``samples_per_row`` sizes them.
     lr_boundaries: the global steps where the rate drops (the run's schedule).
     bf16: train under bf16 autocast; None: resolved on the machine when training starts
         (plans written before the precision was planned).
+    samples_per_row: when set, the stage trains `sized_steps` for the new rows of its window
+        instead of ``steps``, counted when it starts and recorded in its result (None: plans
+        written before the switch, and the switch off).
+    holdout_games: the newest games of the iteration's own self-play left out of the window,
+        on which the trained network's losses are measured (0: none).
     """
 
     iteration: int
@@ -62,6 +68,8 @@ class TrainSpec:
     steps: int
     lr_boundaries: tuple[int, ...]
     bf16: bool | None
+    samples_per_row: float | None = None
+    holdout_games: int = 0
 
 
 @dataclass(frozen=True)
@@ -195,8 +203,33 @@ def stage_specs(
         steps=cfg.training.steps,
         lr_boundaries=tuple(lr_boundaries),
         bf16=bf16,
+        samples_per_row=cfg.training.samples_per_row,
+        holdout_games=cfg.training.holdout_games,
     )
     return replace(plan, workers=workers, train=train)
+
+
+def sized_steps(rows: int, samples_per_row: float, batch_size: int) -> int:
+    """Optimizer steps that draw each of ``rows`` new rows about ``samples_per_row`` times
+    (KataGo, Wu 2019: about 4): ceil(rows x samples_per_row / batch_size), at least 1. Over
+    the iterations a row stays in the window, uniform sampling draws it that often on average
+    when every iteration adds about as many rows."""
+    return max(1, math.ceil(rows * samples_per_row / batch_size))
+
+
+def planned_steps(
+    cfg: Config, iteration: int, iterations: int, trained: int, last: int | None
+) -> int:
+    """The steps a run planned for ``iterations`` iterations is expected to train in all, when
+    iteration ``iteration`` starts with ``trained`` global steps done and the previous
+    iteration trained ``last`` (None: none has). Fixed steps: ``iterations x
+    training.steps``; sized to the data (``training.samples_per_row``), each iteration left
+    is expected to train as many as the last one did (``training.steps`` before any has), so
+    the schedule is re-estimated as the games change length."""
+    if cfg.training.samples_per_row is None:
+        return iterations * cfg.training.steps
+    left = max(iterations - iteration + 1, 1)
+    return trained + left * (cfg.training.steps if last is None else last)
 
 
 def torch_threads(processes: int = 1, cores: int | None = None) -> int:

@@ -16,6 +16,7 @@ from tabula.plan import (
     WorkerSpec,
     effective_v_resign,
     plan_iteration,
+    planned_steps,
     stage_specs,
 )
 from tasks.retry import IO_RETRIES
@@ -58,16 +59,22 @@ def plan(cfg: Config, layout: RunLayout, iteration: int, iterations: int) -> Ite
         layout.rel(layout.model(made.best)),
         lambda w: layout.rel(layout.worker(iteration, w)),
         _calibrated_v_resign(cfg, layout, iteration),
-        lr_boundaries(cfg, iterations),
+        lr_boundaries(cfg, layout, iteration, iterations),
         training_bf16(cfg),
     )
 
 
-def lr_boundaries(cfg: Config, iterations: int) -> list[int]:
-    """The rate schedule's drops for a run planned for ``iterations`` iterations: the count it
-    was asked for, or what its budget is expected to pay for (`tasks.run.budget`), so that a
-    run anneals within itself (`tabula.config.TrainingConfig.boundaries_for`)."""
-    return cfg.training.boundaries_for(iterations)
+def lr_boundaries(cfg: Config, layout: RunLayout, iteration: int, iterations: int) -> list[int]:
+    """The rate schedule's drops for ``iteration`` of a run planned for ``iterations``
+    iterations: the count it was asked for, or what its budget is expected to pay for
+    (`tasks.run.budget`), so that a run anneals within itself
+    (`tabula.config.TrainingConfig.boundaries_for`); with steps sized to the data, over the
+    steps `tabula.plan.planned_steps` expects from what the previous iteration trained."""
+    previous = finished(layout, iteration - 1, Stage.TRAIN, TrainRecord)
+    ran = None if previous is None else previous.trained.result
+    trained, last = (0, None) if ran is None else (ran.global_step, ran.steps)
+    total = planned_steps(cfg, iteration, iterations, trained, last)
+    return cfg.training.boundaries_for(iterations, total)
 
 
 def training_bf16(cfg: Config) -> bool:
@@ -96,7 +103,8 @@ def specs_of(
         return plan.workers, plan.train
     trained = finished(layout, plan.iteration, Stage.TRAIN, TrainRecord)
     if trained is None:
-        bf16, boundaries = None, lr_boundaries(cfg, iterations or cfg.pipeline.iterations)
+        planned = iterations or cfg.pipeline.iterations
+        bf16, boundaries = None, lr_boundaries(cfg, layout, plan.iteration, planned)
     else:
         ran = trained.trained.result
         bf16 = ran.bf16

@@ -9,11 +9,15 @@ call it). It
    paper's training continues from the latest parameters whatever the gate decided), an exported
    model (weights only; the schedule resumes at its recorded ``global_step``), or nothing (a
    fresh network from ``seed``),
-3. runs ``steps`` SGD steps as one Lightning epoch (so the saved ``.ckpt`` is an end-of-epoch
-   checkpoint and the next stage starts a clean epoch on its own window),
+3. runs ``steps`` SGD steps (or, with ``samples_per_row``, as many as the window's newest
+   rows call for: `tabula.plan.sized_steps`) as one Lightning epoch (so the saved ``.ckpt`` is
+   an end-of-epoch checkpoint and the next stage starts a clean epoch on its own window),
 4. writes ``train.ckpt`` beside ``out`` (for the next stage; also saved every
    ``training.checkpoint_every`` steps) and the exported model ``out`` with its lineage: parent
-   path and sha256, every shard with its sha256, seed, global step, config, losses, versions.
+   path and sha256, every shard with its sha256, seed, global step, config, losses, versions,
+5. with ``holdout_games``, measures the trained network's losses on the games held out of the
+   window (``val/loss``, ``val/value_loss``, ``val/policy_loss`` in MLflow, beside the
+   training losses, and in the result).
 
 With ``training.deterministic`` the same inputs and seed give bit-identical weights on CPU
 (``weights_sha256``): Lightning's ``seed_everything``, ``torch.use_deterministic_algorithms``
@@ -53,7 +57,7 @@ from model.network import config_network_args, network_args, weights_sha256
 from model.system import AlphaZeroSystem, lr_at
 from tabula.config import Config
 from tabula.errors import TabulaError
-from tabula.plan import TrainSpec, torch_threads
+from tabula.plan import TrainSpec, sized_steps, torch_threads
 from tasks.retry import IO_RETRIES
 from tasks.run.layout import RunLayout, relative_to, reset_dir
 from tasks.run.markers import finished
@@ -271,6 +275,7 @@ def _lineage(
             "games": window.games,
             "iterations": list(window.iterations),
             "dropped_games": window.dropped_games,
+            **({} if window.held_out is None else {"held_out_games": window.held_out.games}),
         },
         steps=steps,
         lr_boundaries=tuple(int(b) for b in system.hparams["lr_boundaries"]),
@@ -301,8 +306,15 @@ def train_stage(
     lr_boundaries: Sequence[int] | None = None,
     bf16: bool | None = None,
     project: Path | None = None,
+    samples_per_row: float | None = None,
+    holdout_games: int = 0,
 ) -> TrainResult:
     """Train ``steps`` steps on the window of ``data`` (shard files/folders) from ``init``.
+
+    samples_per_row: train instead as many steps as draw each row of the window's newest
+    iteration about that many times (`tabula.plan.sized_steps`); holdout_games: leave the newest
+    that-many games of that iteration out of the window and measure the trained network on
+    them (`model.system.AlphaZeroSystem.held_out_losses`).
 
     lr_boundaries: the global steps where the rate drops (default: the config's schedule for
     a run of ``pipeline.iterations``, `tabula.config.TrainingConfig.boundaries_for`); the
@@ -326,9 +338,12 @@ def train_stage(
                          window_games=t.window_games, window_iterations=t.window_iterations,
                          num_workers=t.num_workers,
                          value_target_mix=t.value_target_mix,
-                         aux=cfg.network.aux_heads)  # fmt: skip
+                         aux=cfg.network.aux_heads, holdout_games=holdout_games)  # fmt: skip
     with _quiet_and_deterministic():
         dm.setup("fit")  # every shard validated before anything else happens
+        assert dm.window is not None
+        if samples_per_row is not None:
+            steps = dm.steps = sized_steps(dm.window.latest, samples_per_row, t.batch_size)
         # A stage shorter than the interval logs every `steps` steps: one point at least.
         log_every = min(LOG_EVERY_N_STEPS, steps)
         if lr_boundaries is None:
@@ -350,7 +365,10 @@ def train_stage(
         _save_trainer(trainer, ckpt)
     lineage = _lineage(cfg, init, dm, system, seed, steps, model_id, project)
     save_checkpoint(out, system.net, lineage)
-    assert dm.window is not None
+    held = dm.window.held_out
+    val = {} if held is None else system.held_out_losses(held.in_order(t.batch_size))
+    if val and logger:
+        logger.log_metrics(_val_metrics(val), step=system.run_step)
     losses = system.final_losses
     return TrainResult(
         model=out,
@@ -369,7 +387,20 @@ def train_stage(
         lr_boundaries=tuple(int(b) for b in system.hparams["lr_boundaries"]),
         lr=lr_at(system.run_step - 1, system.hparams["lr_boundaries"], t.lr_values),
         bf16=bf16,
+        val_loss=val.get("total"),
+        val_value_loss=val.get("value"),
+        val_policy_loss=val.get("policy"),
+        held_out_positions=None if held is None else len(held),
     )
+
+
+def _val_metrics(losses: dict[str, float]) -> dict[str, float]:
+    """Held-out losses (`model.system.AlphaZeroSystem.held_out_losses`) as MLflow metrics:
+    ``val/loss`` (the total, as training's ``loss``) and ``val/value_loss``,
+    ``val/policy_loss`` (and ``val/ownership_loss``, ``val/score_loss`` with the auxiliary
+    heads); the L2 term is training's own."""
+    named = {f"val/{k}_loss": v for k, v in losses.items() if k not in ("total", "l2")}
+    return {"val/loss": losses["total"], **named}
 
 
 def window_hashes(layout: RunLayout, window: tuple[str, ...]) -> dict[str, str]:
@@ -399,10 +430,11 @@ def train(
     threads: int | None = None,
     model_dir: Path | None = None,
 ) -> Trained:
-    """Train ``spec`` (`training_init` of its parent, its window, seed, steps, rate schedule
-    and precision) and export ``iter-N/model`` (or ``model_dir``: reproduction retrains into a
-    scratch folder) on ``threads`` torch threads (default: one per core; reproduction passes
-    the recorded count). Paths in the result are project-relative.
+    """Train ``spec`` (`training_init` of its parent, its window, seed, steps or samples per
+    row, rate schedule, precision and held-out games) and export ``iter-N/model`` (or
+    ``model_dir``: reproduction retrains into a scratch folder) on ``threads`` torch threads
+    (default: one per core; reproduction passes the recorded count). Paths in the result are
+    project-relative.
 
     The window is checked against its recorded DVC hashes first (``verify_window``).
     """
@@ -429,6 +461,8 @@ def train(
         lr_boundaries=list(spec.lr_boundaries),
         bf16=spec.bf16,
         project=layout.project,
+        samples_per_row=spec.samples_per_row,
+        holdout_games=spec.holdout_games,
     )
     relative = dataclasses.replace(
         result,

@@ -433,3 +433,9 @@ def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() ->
         with pytest.raises(ConfigError, match=f"^bad.yaml: {key}: ") as e:
             parse_config(text, source="bad.yaml")
         assert "\n" not in str(e.value)
+
+
+def test_held_out_games_leave_an_iteration_some_of_its_own() -> None:
+    assert load_config(None, ["training.holdout_games=383"]).training.holdout_games == 383
+    with pytest.raises(ConfigError, match="holdout_games must be less than selfplay.games"):
+        load_config(None, ["training.holdout_games=384"])

@@ -8,6 +8,8 @@ from tabula.config import load_config
 from tabula.plan import (
     derive_seed,
     plan_iteration,
+    planned_steps,
+    sized_steps,
     window_iterations,
     with_v_resign,
     worker_games,
@@ -61,3 +63,27 @@ def test_a_calibrated_threshold_replaces_the_configured_one_unless_resignation_i
     assert with_v_resign(cfg, None) is cfg
     off = load_config(None)  # the quick start never resigns
     assert with_v_resign(off, -0.8).selfplay.v_resign is None
+
+
+@pytest.mark.parametrize(
+    ("rows", "samples", "batch", "expected"),
+    [
+        (1000, 4.0, 256, 16),  # 4,000 samples: 15.6 batches, rounded up
+        (1024, 4.0, 256, 16),  # exactly 16
+        (10, 0.5, 256, 1),  # never fewer than one step
+        (0, 4.0, 256, 1),
+    ],
+)
+def test_steps_sized_to_the_rows_draw_each_about_samples_per_row_times(
+    rows, samples, batch, expected
+):
+    assert sized_steps(rows, samples, batch) == expected
+
+
+def test_a_run_sized_to_its_data_plans_its_schedule_on_the_steps_it_trains():
+    fixed = load_config(None, ["training.steps=100"])
+    assert planned_steps(fixed, 3, 5, 250, 40) == 500  # iterations x steps, whatever ran
+    sized = load_config(None, ["training.steps=100", "training.samples_per_row=4.0"])
+    assert planned_steps(sized, 1, 5, 0, None) == 500  # the estimate before any trained
+    assert planned_steps(sized, 3, 5, 250, 40) == 250 + 3 * 40  # iterations 3, 4 and 5 left
+    assert sized.training.boundaries_for(5, 370) == [296, 340]  # 0.8 and 0.92 of 370

@@ -229,14 +229,29 @@ class TrainingConfig(_Section):
     """SGD on (s, pi, z) sampled uniformly from the recent self-play window (paper Methods)."""
 
     batch_size: int = Field(default=256, ge=1, description="Positions per step (paper 2048).")
-    steps: int = Field(default=500, ge=1, description="Optimizer steps per iteration.")
+    steps: int = Field(
+        default=500,
+        ge=1,
+        description="Optimizer steps per iteration; with samples_per_row, the estimate of an"
+        " iteration's steps that the rate schedule plans with until one has trained.",
+    )
+    samples_per_row: float | None = Field(
+        default=None,
+        gt=0,
+        description="Steps sized to the data (KataGo, Wu 2019: each recorded row is trained on"
+        " about 4 times on average): an iteration trains ceil(new rows x samples_per_row /"
+        " batch_size) steps, at least 1, the new rows being those its own self-play recorded"
+        " in the window (fast searches' too: the window samples them as often); None: `steps`"
+        " every iteration (the paper).",
+    )
     lr_schedule: Literal["steps", "run"] = Field(
         default="run",
         description="steps: lr drops at the global steps lr_boundaries (the paper's fixed"
         " 700k-step run). run (ours): at the fractions lr_fractions of the run's steps"
-        " (max(pipeline.iterations, the --iterations asked for) x steps), so a run extended"
-        " with --iterations stretches its schedule and keeps learning; each iteration records"
-        " the boundaries it used.",
+        " (max(pipeline.iterations, the --iterations asked for) x steps; with samples_per_row,"
+        " the steps trained so far and the iterations left at the last one's count), so a run"
+        " extended with --iterations stretches its schedule and keeps learning; each iteration"
+        " records the boundaries it used.",
     )
     lr_boundaries: list[int] = Field(
         default=[2000, 2300],
@@ -257,6 +272,14 @@ class TrainingConfig(_Section):
     )
     window_iterations: int | None = Field(
         default=None, ge=1, description="Also only the last K iterations' games; None = no cap."
+    )
+    holdout_games: int = Field(
+        default=0,
+        ge=0,
+        description="The newest this-many games of the iteration's own self-play are left out"
+        " of its training window, and its network's losses on them are recorded (val/loss) to"
+        " show over- or under-fitting (minigo holds out 5% of its self-play games); 0: none,"
+        " the paper.",
     )
     value_target_mix: float = Field(
         default=0.5,
@@ -333,11 +356,13 @@ class TrainingConfig(_Section):
             raise ValueError(f"needs len({name}) + 1 = {len(drops) + 1} values (got {len(values)})")
         return values
 
-    def boundaries_for(self, iterations: int) -> list[int]:
-        """The global steps where the rate drops in a run of ``iterations`` iterations."""
+    def boundaries_for(self, iterations: int, total: int | None = None) -> list[int]:
+        """The global steps where the rate drops in a run of ``iterations`` iterations of
+        ``steps`` steps, or of ``total`` steps in all (steps sized to the data:
+        `tabula.plan.planned_steps`)."""
         if self.lr_schedule == "steps":
             return list(self.lr_boundaries)
-        total, out = iterations * self.steps, list[int]()
+        total, out = iterations * self.steps if total is None else total, list[int]()
         for f in self.lr_fractions:  # rounded, kept >= 1 and strictly increasing
             out.append(max(round(f * total), out[-1] + 1 if out else 1))
         return out
@@ -491,6 +516,16 @@ class Config(_Section):
     @classmethod
     def _frozen_before_switches(cls, data: Any) -> Any:
         return legacy.switches_as_they_ran(data)
+
+    @model_validator(mode="after")
+    def _holdout_leaves_games(self) -> Config:
+        if self.training.holdout_games >= self.selfplay.games:
+            raise ValueError(
+                "training.holdout_games must be less than selfplay.games, so that an iteration"
+                f" trains on some of its own games (got {self.training.holdout_games} of"
+                f" {self.selfplay.games})"
+            )
+        return self
 
     def resolve(self) -> Config:
         """A copy with the board-scaled None defaults filled in (idempotent)."""

@@ -148,6 +148,9 @@ class TrainResult:
     ``lr_boundaries``: the schedule's drops as this stage used them (global steps; empty in
     records written before they were recorded); ``lr``: the rate of its last step; ``bf16``:
     whether it trained under bf16 autocast (None: not recorded, the config's bool).
+    ``val_loss``, ``val_value_loss``, ``val_policy_loss``: the trained network's losses on the
+    games held out of the window (`model.system.AlphaZeroSystem.held_out_losses`), and
+    ``held_out_positions`` their positions; None when no game was held out.
     """
 
     model: Path
@@ -166,6 +169,10 @@ class TrainResult:
     lr_boundaries: tuple[int, ...] = ()
     lr: float | None = None
     bf16: bool | None = None
+    val_loss: float | None = None
+    val_value_loss: float | None = None
+    val_policy_loss: float | None = None
+    held_out_positions: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (paths as strings)."""

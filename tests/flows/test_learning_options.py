@@ -5,6 +5,7 @@ a run extended past its plan keeps a live rate schedule."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from model.checkpoint import load_checkpoint
 from model.network import GlobalPoolingBlock
 from model.shards import read_shard, read_shard_info
 from tabula.config import load_config
+from tabula.plan import IterationPlan
 from tasks import tracking
 from tasks.run.layout import RunLayout
 from tasks.run.markers import champion, finished, read_record
@@ -143,3 +145,44 @@ def test_auxiliary_heads_and_global_pooling_end_to_end(prefect_server, project):
     remote = str(project / cfg.pipeline.dvc_remote)
     result = reproduce("2", str(project), cfg.pipeline.name, uri, remote)
     assert result.match, (result.differences, result.recorded_sha256, result.rebuilt_sha256)
+
+
+def test_steps_sized_to_the_data_and_held_out_games_reproduce(prefect_server, project):
+    """training.samples_per_row: each iteration trains as many steps as its own new rows call
+    for (less the held-out game's), and the rate schedule plans on the steps trained so far;
+    training.holdout_games: the newest game of each iteration's self-play is measured instead
+    of trained on, its losses in the record and in MLflow; reproduction replays both."""
+    cfg = load_config(None, [*TINY, "training.samples_per_row=2.0", "training.holdout_games=1",
+                             "training.lr_fractions=[0.9]", "pipeline.name=sized"])  # fmt: skip
+    run_pipeline(cfg, project, iterations=2)
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+    trained = {}
+    for i in (1, 2):
+        shards = [read_shard(s) for s in sorted(layout.selfplay(i).rglob("*.parquet"))]
+        ids, first = np.unique(shards[-1].game_id, return_index=True)
+        held = int((shards[-1].game_id == ids[first.argmax()]).sum())  # the newest game's rows
+        rows = sum(len(s.z) for s in shards) - held
+        record = finished(layout, i, Stage.TRAIN, TrainRecord)
+        assert record is not None
+        result = trained[i] = record.trained.result
+        assert result.steps == math.ceil(rows * 2.0 / cfg.training.batch_size), (rows, result)
+        assert result.held_out_positions == held
+        vals = (result.val_loss, result.val_value_loss, result.val_policy_loss)
+        assert all(v is not None and math.isfinite(v) for v in vals), vals
+    assert trained[2].global_step == trained[1].steps + trained[2].steps
+    plan = finished(layout, 2, Stage.PLAN, IterationPlan)
+    assert plan is not None and plan.train is not None
+    expected = cfg.training.boundaries_for(2, trained[1].global_step + trained[1].steps)
+    assert list(plan.train.lr_boundaries) == expected  # iteration 1's count, once more
+
+    client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
+    exp = client.get_experiment_by_name(tracking.experiment_name())
+    runs = client.search_runs([exp.experiment_id], "tags.`tabula.run` = 'sized'")
+    logged = {k for r in runs for k in r.data.metrics}
+    assert {"val/loss", "val/value_loss", "val/policy_loss", "loss"} <= logged, logged
+    assert {"train/val_loss", "train/held_out_positions"} <= logged, logged
+
+    uri = tracking.resolve_uri(cfg.pipeline.mlflow_tracking_uri, project)
+    remote = str(project / cfg.pipeline.dvc_remote)
+    verdict = reproduce("2", str(project), cfg.pipeline.name, uri, remote)
+    assert verdict.match, (verdict.differences, verdict.recorded_sha256, verdict.rebuilt_sha256)

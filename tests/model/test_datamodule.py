@@ -20,7 +20,7 @@ from model.datamodule import (
     load_window,
     synthetic_records,
 )
-from model.shards import ShardError, pack_planes, write_shard
+from model.shards import ShardError, pack_planes, read_shard, write_shard
 from tabula.features import apply_planes, apply_policy, transform_move
 
 
@@ -238,3 +238,20 @@ def test_auxiliary_targets_load_only_when_asked(tmp_path: Path) -> None:
     assert window.ownership is not None and (window.ownership == own).all()
     assert len(window.batch(np.arange(4))) == 7
     assert bytes_per_position(5, aux=True) == bytes_per_position(5) + 25 + 5
+
+
+def test_held_out_games_are_the_newest_and_never_in_the_window(tmp_path: Path) -> None:
+    _shards(tmp_path)  # 3 iterations x 2 workers x 4 games x 5 positions
+    window = load_window([tmp_path], 5, window_games=10, holdout_games=3)
+    held = window.held_out
+    assert held is not None and (held.games, len(held), held.iterations) == (3, 15, (2,))
+    # The newest three: the last three games of worker 1's shard, iteration 2.
+    newest = read_shard(tmp_path / "iter-2" / "worker-1.parquet")
+    assert np.array_equal(held.pi, newest.pi[5:])
+    assert held.used == (tmp_path / "iter-2" / "worker-1.parquet",)
+    # The window is the ten newest of the rest: none of the held-out rows, all five games
+    # of iteration 2 left (25 of its positions), then iteration 1's newest five.
+    assert (window.games, len(window), window.latest) == (10, 50, 25)
+    rows = {row.tobytes() for row in window.pi}
+    assert not any(row.tobytes() in rows for row in held.pi)
+    assert load_window([tmp_path], 5, window_games=10).held_out is None

@@ -308,3 +308,24 @@ def test_aux_heads_train_ownership_and_score_and_log_them() -> None:
     aux = system.net.forward_aux(x)
     assert torch.equal(aux[0], logits) and torch.equal(aux[1], value)
     assert aux[2].shape == (16, M) and aux[3].shape == (16,)
+
+
+def test_held_out_losses_are_the_training_losses_in_eval_mode_over_all_rows() -> None:
+    """Measured in eval mode without a gradient, the rows of several batches taken as one
+    (so unequal batches and the policy mask weigh each row once), the training mode kept."""
+    system = _system(fast_row_weight=0.5)
+    ((planes, pi, z),) = _batches(1, size=24)
+    full = torch.from_numpy(np.arange(24) % 3 == 0)
+    whole = system.held_out_losses([(planes, pi, z, full)])
+    parts = [(planes[a:b], pi[a:b], z[a:b], full[a:b]) for a, b in ((0, 16), (16, 24))]
+    split = system.held_out_losses(parts)
+    assert system.training and split.keys() == {"value", "policy", "l2", "total"}
+    assert split == pytest.approx(whole, rel=1e-5)
+    system.eval()
+    with torch.no_grad():
+        logits, value = system(planes.float())
+        terms = alphago_zero_loss(logits, value, pi, z, list(system.parameters()), 1e-4, full, 0.5)
+    assert [whole[k] for k in ("value", "policy", "l2")] == pytest.approx(
+        [float(t) for t in terms], rel=1e-5
+    )
+    assert whole["total"] == pytest.approx(sum(float(t) for t in terms), rel=1e-5)

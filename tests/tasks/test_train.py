@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -195,3 +196,22 @@ def test_precision_is_chosen_per_machine_and_recorded(data: Path, tmp_path: Path
     assert fp32.bf16 is False
     again = _stage(auto, data, tmp_path / "again", bf16=False)
     assert again.bf16 is False and again.weights_sha256 == fp32.weights_sha256
+
+
+def test_steps_sized_to_the_newest_rows_and_games_held_out(cfg, data: Path, tmp_path: Path) -> None:
+    """samples_per_row: as many steps as draw each training row of the newest iteration about
+    that often; holdout_games: its newest games are left out and measured after training."""
+    result = _stage(cfg, data, tmp_path / "s", steps=500, samples_per_row=3.0, holdout_games=2)
+    newest = 6 * 6  # iteration 1's 8 games of 6 positions, less the 2 held out
+    assert result.steps == result.global_step == math.ceil(newest * 3.0 / 32)
+    assert result.held_out_positions == 2 * 6
+    assert result.positions == 8 * 6  # window_games 8: six of iteration 1, two of iteration 0
+    vals = (result.val_loss, result.val_value_loss, result.val_policy_loss)
+    assert all(v is not None and math.isfinite(v) for v in vals)
+    assert result.val_loss == pytest.approx(
+        result.val_value_loss + result.val_policy_loss + result.l2_loss, rel=1e-2
+    )
+    _, metadata = load_checkpoint(result.model)
+    assert metadata["steps"] == result.steps and metadata["window"]["held_out_games"] == 2
+    plain = _stage(cfg, data, tmp_path / "p")
+    assert plain.val_loss is None and plain.held_out_positions is None
