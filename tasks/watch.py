@@ -100,9 +100,10 @@ def stage_line(record: Any) -> str:
         )
     if isinstance(record, TrainRecord):
         r = record.trained.result
+        held = "" if r.val_loss is None else f", on held-out games {r.val_loss:.3f}"
         return (
             f"training: {r.steps:,} steps to global step {r.global_step:,}, loss {r.loss:.3f} "
-            f"(policy {r.policy_loss:.3f}, value {r.value_loss:.3f}) in "
+            f"(policy {r.policy_loss:.3f}, value {r.value_loss:.3f}){held} in "
             f"{record.trained.seconds:.0f} s"
         )
     if isinstance(record, EvaluationRecord):
