@@ -18,6 +18,7 @@ from model.shards import read_shard, read_shard_info
 from tabula.config import load_config
 from tabula.plan import IterationPlan
 from tasks import tracking
+from tasks.reproduce import redo_train_stage, run_layout
 from tasks.run.layout import RunLayout
 from tasks.run.markers import champion, finished, read_record
 from tasks.run.records import SelfplayRecord, Stage, TrainRecord
@@ -186,3 +187,5 @@ def test_steps_sized_to_the_data_and_held_out_games_reproduce(prefect_server, pr
     remote = str(project / cfg.pipeline.dvc_remote)
     verdict = reproduce("2", str(project), cfg.pipeline.name, uri, remote)
     assert verdict.match, (verdict.differences, verdict.recorded_sha256, verdict.rebuilt_sha256)
+    staged = redo_train_stage(*run_layout(layout.params), 2)  # what `dvc repro` runs
+    assert staged.match, (staged.differences, staged.recorded_sha256, staged.rebuilt_sha256)
