@@ -26,8 +26,9 @@ from typing import Annotated, Any
 
 import typer
 
-from cli import lineage
+from cli import cluster, lineage
 from cli.common import (
+    QUIET_DEFAULTS,
     ConfigOpt,
     SetOpt,
     _config,
@@ -37,20 +38,6 @@ from cli.common import (
     expected_errors,
 )
 from tabula.errors import UsageError
-
-#: Environment defaults of every `tabula` process (the user's environment wins).
-QUIET_DEFAULTS = {
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "PREFECT_LOGGING_LEVEL": "WARNING",
-    # Stage lines go to the flow run's page in the Prefect UI, not to the terminal.
-    "PREFECT_LOGGING_LOGGERS_PREFECT_FLOW_RUNS_LEVEL": "INFO",
-    "PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL": "INFO",
-    "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
-    "MLFLOW_DISABLE_TELEMETRY": "true",
-    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
-    "DVC_NO_ANALYTICS": "true",
-}
 
 app = typer.Typer(
     name="tabula",
@@ -353,6 +340,7 @@ def ui(
 app.add_typer(lineage.stage_app, name="stage")
 app.command()(lineage.reproduce)
 app.command()(lineage.push)
+app.add_typer(cluster.app, name="cluster")
 
 
 def main() -> None:

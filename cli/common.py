@@ -14,6 +14,20 @@ import typer
 
 from tabula.errors import TabulaError, first_line
 
+#: Environment defaults of every `tabula` process (the user's environment wins).
+QUIET_DEFAULTS = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    # Stage lines go to the flow run's page in the Prefect UI, not to the terminal.
+    "PREFECT_LOGGING_LOGGERS_PREFECT_FLOW_RUNS_LEVEL": "INFO",
+    "PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL": "INFO",
+    "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+    "DVC_NO_ANALYTICS": "true",
+}
+
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="YAML config (default: embedded quick-start).")
 ]

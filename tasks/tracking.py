@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import tempfile
 import uuid
 import warnings
@@ -133,10 +134,14 @@ def experiment(client, name: str, artifact_root: Path | str | None) -> str:
         return found.experiment_id
     location = None
     if artifact_root is not None:
+        folder = name.replace("/", "_")
+        root = str(artifact_root)
+        # A URI (s3://..., or mlflow-artifacts:/... for a tracking server's own artifact
+        # store) or a local folder.
         location = (
-            str(artifact_root)
-            if "://" in str(artifact_root)
-            else str(Path(artifact_root).resolve() / name.replace("/", "_"))
+            f"{root.rstrip('/')}/{folder}"
+            if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", root)
+            else str(Path(root).resolve() / folder)
         )
     return client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
 

@@ -9,7 +9,7 @@ goes nowhere, so stages never depend on being watched. Reports may come from sev
 The Prefect UI: a line per finished stage in the flow run's log (Prefect's run logger), and a
 progress artifact that moves as the stages finish, with the iteration's MLflow run named (and
 linked when the store is a server). `tabula` sends run loggers' INFO records to the Prefect API
-and keeps the console at warnings (``cli.QUIET_DEFAULTS``), so the flow run page holds the
+and keeps the console at warnings (``cli.common.QUIET_DEFAULTS``), so the flow run page holds the
 stage lines while a terminal stays quiet. A stage found finished on a resume is logged the same
 way, marked as found.
 """
