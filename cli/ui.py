@@ -32,7 +32,7 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from tabula.errors import TabulaError
-from tasks.tracking import TAG_KIND, connect, experiment_name, resolve_uri
+from tasks.tracking import TAG_KIND, connect, experiment_name, is_uri, resolve_uri
 
 # The server is local: never ask an HTTP proxy from the environment for it.
 _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -150,7 +150,7 @@ def server_argv(
     store = ["--backend-store-uri", resolve_uri(tracking_uri, project)]
     if artifact_root is not None:
         root = str(artifact_root)
-        if "://" not in root:
+        if not is_uri(root):
             root = str(((project or Path.cwd()) / root).resolve())
         store += ["--default-artifact-root", root]
     network = ["--host", host, "--port", str(port), "--workers", "1"]

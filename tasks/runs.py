@@ -62,7 +62,7 @@ def _experiment(cfg: Config, layout: RunLayout, client) -> str:
     """The project's experiment; a run begun in its own experiment (``tabula/<run>``, before
     one experiment held every run of a project) stays there."""
     root = cfg.pipeline.mlflow_artifact_root
-    artifacts = root if "://" in root else layout.project / root
+    artifacts = root if tracking.is_uri(root) else layout.project / root
     legacy = client.get_experiment_by_name(f"tabula/{layout.run}")
     name = tracking.experiment_name() if legacy is None else legacy.name
     return tracking.experiment(client, name, artifacts)

@@ -123,6 +123,12 @@ def resolve_uri(tracking_uri: str, project: Path | None) -> str:
     return tracking_uri
 
 
+def is_uri(location: str) -> bool:
+    """Whether an artifact location is a URI (``s3://...``; ``mlflow-artifacts:/...``, a
+    tracking server's own store) rather than a folder."""
+    return re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", location) is not None
+
+
 def experiment(client, name: str, artifact_root: Path | str | None) -> str:
     """The id of experiment ``name``, created (with its artifact location) when missing, and
     marked as model training (`EXPERIMENT_KIND`)."""
@@ -139,9 +145,7 @@ def experiment(client, name: str, artifact_root: Path | str | None) -> str:
         # A URI (s3://..., or mlflow-artifacts:/... for a tracking server's own artifact
         # store) or a local folder.
         location = (
-            f"{root.rstrip('/')}/{folder}"
-            if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", root)
-            else str(Path(root).resolve() / folder)
+            f"{root.rstrip('/')}/{folder}" if is_uri(root) else str(Path(root).resolve() / folder)
         )
     return client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
 
