@@ -1,12 +1,12 @@
 """The pipeline: iterations chained by Prefect, resumable, one run at a time.
 
-``run_pipeline`` is what ``tabula run`` calls: it takes the run's lock, marks KILLED the MLflow
-runs a dead process left RUNNING (a stage that raises ends its runs FAILED, or KILLED on an
-interrupt, itself), freezes the config in
-``data/<run>/params.yaml`` on the first start (`tasks.lineage.freeze_config`: a resumed run
-must use the same config, only ``pipeline.iterations`` may grow), and runs the ``pipeline``
-flow, which starts the run from a randomly initialised network (iteration 0) and then runs
-each unfinished iteration.
+``run_pipeline`` is what ``tabula run`` and the deployment (`flows.deploy`) call: it refuses a
+tracking store that cannot be reached, takes the run's lock, marks KILLED the MLflow runs a
+dead process left RUNNING (a stage that raises ends its runs FAILED, or KILLED on an
+interrupt, itself), freezes the config in ``data/<run>/params.yaml`` on the first start
+(`tasks.lineage.freeze_config`: a resumed run must use the same config, only
+``pipeline.iterations`` may grow), and runs the ``pipeline`` flow, which starts the run from a
+randomly initialised network (iteration 0) and then runs each unfinished iteration.
 """
 
 from __future__ import annotations
@@ -161,6 +161,10 @@ def run_pipeline(
 ) -> list[SummaryRow]:
     """Lock the run, freeze its config and run the pipeline flow; returns the summary rows.
 
+    A tracking store that cannot be reached is refused first, in seconds and in one line
+    (`tasks.tracking.require_reachable`), before anything of the run is made on disk, in git
+    or in MLflow.
+
     iterations: the iterations to reach (default: the config's, or, with a budget, as many
     as it pays for). core_hours, hours: the run's CPU and wall budgets (`tasks.run.budget`;
     None keeps what the run had). cpu_start: CPU-seconds of this process tree not to charge
@@ -169,6 +173,7 @@ def run_pipeline(
     cpu_start = process_tree_cpu_seconds() if cpu_start is None else cpu_start
     use_prefect_api(cfg)
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, cfg.pipeline.name)
+    tracking.require_reachable(cfg.pipeline.mlflow_tracking_uri, layout.project)
     with RunLock(layout):
         versioning.require_run_files(layout.project, layout.run, layout.rel(layout.params))
         resumed = layout.params.exists()

@@ -69,13 +69,14 @@ def test_every_expected_failure_derives_from_tabula_error() -> None:
     from tasks.players import PlayerSpecError
     from tasks.run.layout import RunLockedError
     from tasks.run.results import ResultsStoreError
+    from tasks.tracking import TrackingStoreError
     from tasks.train import TrainError, WindowChangedError
     from tasks.versioning import VersioningError
 
     expected = [ArenaError, CheckpointError, ConfigError, CoordinateError, DataWindowError]
     expected += [GateError, IllegalMoveError, MatchError, PlayerSpecError, RatingError]
     expected += [ResultsStoreError, RunLockedError, ShardError, SgfError, TrainError, UiError]
-    expected += [VersioningError, WindowChangedError]
+    expected += [TrackingStoreError, VersioningError, WindowChangedError]
     assert [c.__name__ for c in expected if not issubclass(c, TabulaError)] == []
     # Training refuses bad inputs with these, and reproduction catches them as ValueError.
     for refused in (CheckpointError, DataWindowError, ShardError, TrainError, WindowChangedError):

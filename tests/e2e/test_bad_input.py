@@ -1,4 +1,5 @@
-"""Bad input at the edges: malformed params, GTP junk, and checkpoints carrying a pickle payload.
+"""Bad input at the edges: malformed params, GTP junk, checkpoints carrying a pickle payload, and
+a tracking store that cannot be reached.
 
 Everything goes through the real entry points: the ``tabula`` command in a subprocess, the GTP
 engine's ``handle``, the checkpoint loader. Expected failures are one line on stderr, exit 2,
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,19 +22,23 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cli.clone import empty_project
 from model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from model.datamodule import synthetic_records
 from model.network import make_network
 from model.shards import write_shard
 from tabula.gtp import GtpEngine, preprocess
 from tabula.players import RandomPlayer
+from tests.conftest import TINY
 
 TABULA = str(Path(sys.executable).parent / "tabula")
 PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
 
 
-def _tabula(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PREFECT_LOGGING_LEVEL": "WARNING"}
+def _tabula(
+    args: list[str], cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PREFECT_LOGGING_LEVEL": "WARNING", **(env or {})}
     return subprocess.run(
         [TABULA, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -367,3 +373,50 @@ def test_pickle_payload_refused_by_the_cli(tmp_path: Path, entry: str) -> None:
     assert str(evil) in line and ("weights_only" in line or "not a readable" in line), line
     assert not marker.exists()
     assert not (tmp_path / "sp").exists() and not (tmp_path / "out.pt").exists()
+
+
+# --- 6. a tracking store that cannot be reached: refused before the run begins ----------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _git_state(project: Path) -> tuple[str, str]:
+    """Every ref and every commit of ``project``'s repository."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=project, capture_output=True, text=True,
+                              check=True).stdout  # fmt: skip
+
+    return git("for-each-ref"), git("rev-list", "--all")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("store", "cause"),
+    [
+        ("http://127.0.0.1:{port}", "cannot be reached: [Errno 111] Connection refused"),
+        ("postgresql+psycopg2://tabula@127.0.0.1:{port}/mlflow", "Connection refused"),
+        # SQLAlchemy's default driver for it may not be installed: refused either way.
+        ("postgresql://tabula@127.0.0.1:{port}/mlflow", ""),
+    ],
+    ids=["server", "database", "database-default-driver"],
+)
+def test_an_unreachable_tracking_store_is_one_line_and_nothing_begun(
+    tmp_path: Path, prefect_server: str, store: str, cause: str
+) -> None:
+    project = empty_project(tmp_path / "project")
+    before = {p.name for p in project.iterdir()}, _git_state(project)
+    uri = store.format(port=_closed_port())
+    args = ["run", *(a for item in [*TINY, f"pipeline.mlflow_tracking_uri={uri}"]
+                     for a in ("--set", item))]  # fmt: skip
+    # Within a minute on a busy machine: MLflow's own retries would wait minutes.
+    proc = _tabula(args, project, timeout=60, env={"PREFECT_API_URL": prefect_server})
+    line = _one_line(proc)
+    assert line.startswith(f"tabula: MLflow store {uri} ") and cause in line, line
+    assert proc.stdout.strip() == ""  # (the progress display, never drawn, ends its line)
+    assert not (project / "data").exists() and not (project / "mlflow").exists()
+    assert ({p.name for p in project.iterdir()}, _git_state(project)) == before

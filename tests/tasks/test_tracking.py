@@ -1,9 +1,17 @@
 """Where an experiment keeps its artifacts: under a URI (a tracking server's own store, s3)
-or under a local folder, one subfolder per experiment either way (MLflow on SQLite)."""
+or under a local folder, one subfolder per experiment either way (MLflow on SQLite); and the
+pre-flight check of a store, which refuses one that cannot be reached in seconds."""
 
 from __future__ import annotations
 
+import http.server
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -30,3 +38,83 @@ def test_a_local_artifact_root_is_resolved(tmp_path: Path, monkeypatch):
     assert Path(found.artifact_location.removeprefix("file://")) == (
         tmp_path / "mlflow" / "artifacts" / "tabula_x"
     )
+
+
+# -- the pre-flight check of `tabula run`: a store that cannot be reached, in seconds ---------
+
+
+class _DatabaseDown(http.server.BaseHTTPRequestHandler):
+    """A tracking server whose database is down: every request answers 503."""
+
+    requests: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.requests.append(self.path)
+        self.send_response(503)
+        self.end_headers()
+        self.wfile.write(b"database unavailable")
+
+    do_POST = do_GET
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def server_without_database(monkeypatch) -> Iterator[tuple[str, list[str]]]:
+    """The URL of a server answering 503 to everything, and the paths it was asked for; the
+    environment leaves MLflow's HTTP settings unset."""
+    for name in tracking.PREFLIGHT_HTTP:
+        monkeypatch.delenv(name, raising=False)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _DatabaseDown)
+    _DatabaseDown.requests = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", _DatabaseDown.requests
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_server_answering_5xx_is_one_line_after_bounded_retries(server_without_database):
+    url, requests = server_without_database
+    start = time.monotonic()
+    with pytest.raises(tracking.TrackingStoreError) as refused:
+        tracking.require_reachable(url)
+    assert time.monotonic() - start < 30  # MLflow's own schedule waits minutes
+    assert str(refused.value) == (
+        f"MLflow store {url} cannot be reached: too many 503 error responses "
+        "(start it, or set pipeline.mlflow_tracking_uri)"
+    )
+    assert len(requests) == 1 + tracking.PREFLIGHT_HTTP["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+    assert not any(name in os.environ for name in tracking.PREFLIGHT_HTTP)  # restored
+
+
+def test_fewer_retries_asked_for_are_kept_and_restored(server_without_database, monkeypatch):
+    url, requests = server_without_database
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    with pytest.raises(tracking.TrackingStoreError):
+        tracking.require_reachable(url)
+    assert len(requests) == 1
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "0"
+    assert not any(name in os.environ for name in list(tracking.PREFLIGHT_HTTP)[1:])
+
+
+def test_a_password_in_the_store_is_not_shown():
+    with pytest.raises(tracking.TrackingStoreError) as refused:
+        store = f"postgresql+psycopg2://tabula:hunter2@127.0.0.1:{_closed_port()}/mlflow"
+        tracking.require_reachable(store)
+    assert "hunter2" not in str(refused.value) and "tabula:***@" in str(refused.value)
+    assert "Connection refused" in str(refused.value)
+
+
+def test_a_sqlite_store_is_not_checked_and_not_created(tmp_path: Path):
+    tracking.require_reachable("sqlite:///mlflow/mlflow.db", tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
