@@ -141,19 +141,38 @@ def train(
     init: Annotated[
         Path | None, typer.Option(help="Lightning .ckpt to resume, or an exported model.")
     ] = None,
-    steps: Annotated[int | None, typer.Option(help="SGD steps (default: training.steps).")] = None,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            help="SGD steps (default: training.steps, or as many as training.samples_per_row"
+            " asks of the newest rows when it is set)."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed for sampling and initialisation.")] = 0,
     config: ConfigOpt = None,
     set_: SetOpt = None,
 ) -> None:
-    """Run one training stage on a window of self-play shards."""
+    """Run one training stage on a window of self-play shards, as the pipeline's: steps sized
+    to the data and games held out when the config says so."""
     from tasks.train import train_stage
 
     cfg = _config(config, set_)
-    result = train_stage(cfg, data, out, init=init, steps=steps or cfg.training.steps, seed=seed)
+    t = cfg.training
+    result = train_stage(
+        cfg,
+        data,
+        out,
+        init=init,
+        steps=steps or t.steps,
+        seed=seed,
+        samples_per_row=t.samples_per_row if steps is None else None,
+        holdout_games=t.holdout_games,
+    )
+    held = "" if result.val_loss is None else f", on held-out games {result.val_loss:.4f}"
     typer.echo(
-        f"wrote {result.model} (global step {result.global_step}, loss {result.loss:.4f}, "
-        f"sha256 {result.weights_sha256[:16]}…, {result.samples_per_s:.0f} samples/s)"
+        f"wrote {result.model} ({result.steps} steps to global step {result.global_step}, "
+        f"loss {result.loss:.4f}{held}, sha256 {result.weights_sha256[:16]}…, "
+        f"{result.samples_per_s:.0f} samples/s)"
     )
 
 

@@ -215,3 +215,34 @@ def test_steps_sized_to_the_newest_rows_and_games_held_out(cfg, data: Path, tmp_
     assert metadata["steps"] == result.steps and metadata["window"]["held_out_games"] == 2
     plain = _stage(cfg, data, tmp_path / "p")
     assert plain.val_loss is None and plain.held_out_positions is None
+
+
+def test_the_train_command_sizes_steps_and_holds_games_out(
+    data: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """``tabula train`` trains as the pipeline's stage does: with ``training.samples_per_row``
+    and ``training.holdout_games`` set, sized steps and held-out games; ``--steps`` given on
+    the command line trains that many, the games still held out."""
+    from typer.testing import CliRunner
+
+    from cli import app
+    from cli.common import QUIET_DEFAULTS
+
+    for name, value in QUIET_DEFAULTS.items():  # what the command sets, restored after
+        monkeypatch.setenv(name, os.environ.get(name, value))
+    switches = ["training.samples_per_row=3.0", "training.holdout_games=2"]
+    sets = [a for item in [*OVERRIDES, *switches] for a in ("--set", item)]
+
+    def train(out: Path, *extra: str) -> dict:
+        args = ["train", "--data", str(data), "--out", str(out), "--seed", "11", *extra, *sets]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert "on held-out games" in result.stdout, result.stdout
+        return load_checkpoint(out)[1]
+
+    sized = train(tmp_path / "sized.pt")
+    newest = 6 * 6  # as in the test above: iteration 1's 8 games of 6 positions, less 2
+    assert sized["steps"] == math.ceil(newest * 3.0 / 32)
+    assert sized["window"]["held_out_games"] == 2
+    fixed = train(tmp_path / "fixed.pt", "--steps", "3")
+    assert fixed["steps"] == 3 and fixed["window"]["held_out_games"] == 2
