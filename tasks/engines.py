@@ -142,6 +142,10 @@ class GtpPlayer:
     our rules. A crash, a timeout (``timeout_s`` per command) or a garbage answer forfeits that
     game and kills the process; the slot's next game starts a fresh one. An engine that
     refuses a move legal by our rules aborts the game (a rules disagreement, nobody's fault).
+
+    An engine that knows ``set_random_seed`` (GnuGo) gets ``seed + k`` before the k-th game it
+    starts: GnuGo otherwise seeds itself from the clock, and the same match, replayed, would
+    not give the same games.
     """
 
     def __init__(
@@ -152,12 +156,16 @@ class GtpPlayer:
         timeout_s: float,
         name: str | None = None,
         max_concurrent: int = GTP_CONCURRENCY,
+        seed: int = 0,
     ) -> None:
         self.argv = list(argv)
         self.name = name or engine_name(self.argv)
         self.size, self.komi, self.timeout_s = size, komi, timeout_s
         self.max_concurrent: int | None = max_concurrent
+        self.seed = seed
+        self._games = 0  # started so far: the arena starts them in the order of their index
         self._procs: dict[int, GtpProcess] = {}
+        self._seedable: dict[int, bool] = {}
         self._colors: dict[int, int] = {}
 
     # -- arena protocol ------------------------------------------------------------------
@@ -168,7 +176,13 @@ class GtpPlayer:
             proc = self._procs.get(slot)
             if proc is None:
                 proc = self._procs[slot] = GtpProcess(self.argv, self.timeout_s)
-            for command in (f"boardsize {game.size}", f"komi {game.komi:g}", "clear_board"):
+                ok, text = proc.send("known_command set_random_seed")
+                self._seedable[slot] = ok and text.strip() == "true"
+            setup = [f"boardsize {game.size}", f"komi {game.komi:g}", "clear_board"]
+            if self._seedable[slot]:
+                setup.append(f"set_random_seed {(self.seed + self._games) % 2**31}")
+            self._games += 1
+            for command in setup:
                 ok, text = proc.send(command)
                 if not ok:
                     return Failure(FailureKind.ABORT, f"engine refused '{command}': {text}")

@@ -91,8 +91,9 @@ def make_player(
 
     simulations: MCTS simulations when the spec gives none (``@SIMS`` in the spec wins);
     None means cfg.evaluation.simulations. seed: the player's randomness (random moves, the
-    evaluator's dihedral transforms, MCTS tie breaks). resolver: turns models:/ URIs into
-    checkpoint paths. Raises PlayerSpecError (and the checkpoint loader's CheckpointError).
+    evaluator's dihedral transforms, MCTS tie breaks, a GTP engine's random seed). resolver:
+    turns models:/ URIs into checkpoint paths. Raises PlayerSpecError (and the checkpoint
+    loader's CheckpointError).
     """
     spec = spec.strip()
     if not spec:
@@ -102,7 +103,7 @@ def make_player(
     if spec.startswith("gtp:"):
         argv = resolve_command(spec[4:])
         timeout_s = cfg.evaluation.match_timeout_s
-        return GtpPlayer(argv, cfg.rules.board_size, cfg.rules.komi, timeout_s)
+        return GtpPlayer(argv, cfg.rules.board_size, cfg.rules.komi, timeout_s, seed=seed)
     kind, rest = "mcts", spec
     for prefix in ("raw:", "mcts:"):
         if spec.startswith(prefix):

@@ -7,6 +7,7 @@ finds it there. Skipped only when the binary is absent.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,20 @@ def test_gnugo_answers_as_a_one_game_player() -> None:
             game.play(move)
     finally:
         player.close()
+
+
+def test_a_replayed_match_against_gnugo_gives_the_same_games(tmp_path: Path) -> None:
+    """GnuGo seeds itself from the clock; the player seeds it per game (``set_random_seed``),
+    so a match replayed later, with the same seed, plays the same moves (its SGFs are part of
+    the iteration's DVC outputs)."""
+    cfg = load_config(None, ["rules.board_size=9", "rules.komi=7.5"])
+
+    def moves(name: str, seed: int) -> list[tuple]:
+        result = run_match(SPEC, "random", 2, cfg, tmp_path / name, tmp_path / f"{name}-store",
+                           seed=seed)  # fmt: skip
+        return [r.outcome.moves for r in result.games]
+
+    first = moves("a", seed=3)
+    time.sleep(1.1)  # GnuGo's clock seed moves on every second
+    assert moves("b", seed=3) == first
+    assert moves("c", seed=4) != first
