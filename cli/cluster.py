@@ -1,4 +1,4 @@
-"""``tabula cluster up|down|status|exec``: the layout of docs/scaling-out.md on one machine.
+"""``tabula cluster up|down|status|restart|exec``: the layout of docs/scaling-out.md on one machine.
 
 Every server a cluster needs, each on its own address of a private network, as separate hosts
 would be:
@@ -56,7 +56,7 @@ from tabula.errors import TabulaError, UsageError
 BRIDGE = "tabula0"
 NETWORK = "10.77.0"
 HOST = f"{NETWORK}.1"
-#: The other hosts: namespace, address, the veth end on the bridge.
+#: The other hosts: name (namespace ``tabula-NAME``, veth end ``tbl-NAME``) -> address.
 HOSTS = {
     "dask": f"{NETWORK}.10",
     "w1": f"{NETWORK}.11",
@@ -72,10 +72,13 @@ DEPLOYMENT = "tabula-scheduled-pipeline/cluster"
 DEFAULT_DIR = Path("/var/tmp/tabula-cluster")
 SECRET_NAMES = (
     "TABULA_CLUSTER_DB_PASSWORD",
-    "MLFLOW_TRACKING_PASSWORD",
-    "MLFLOW_FLASK_SERVER_SECRET_KEY",
+    "TABULA_CLUSTER_MLFLOW_PASSWORD",
+    "TABULA_CLUSTER_MLFLOW_SECRET_KEY",
     "TABULA_CLUSTER_PREFECT_PASSWORD",
 )
+#: Every process of a cluster carries its folder in this variable: ``down`` finds them by it
+#: (the flows a Prefect worker starts run in sessions of their own), and never kills another.
+MARK = "TABULA_CLUSTER_DIR"
 #: How long a server may take to answer after its start (a first start migrates its database).
 START_TIMEOUT_S = 240.0
 _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -139,16 +142,29 @@ class Cluster:
     def write_state(self, state: dict) -> None:
         _write_private(self.state, json.dumps(state, indent=2) + "\n")
 
+    def remember(self, name: str, pid: int) -> None:
+        """Record process ``name``'s pid (``down`` stops it first, before the rest)."""
+        state = self.read_state()
+        state.setdefault("pids", {})[name] = pid
+        self.write_state(state)
+
     def secrets(self) -> dict[str, str]:
-        """The credentials: the environment's, else ``secrets.env``'s, else new random ones
-        (written to ``secrets.env``, mode 0600)."""
+        """The credentials in ``secrets.env`` (mode 0600)."""
+        return _read_env(self.folder / "secrets.env")
+
+    def make_secrets(self) -> dict[str, str]:
+        """The credentials for ``up``: the environment's where it sets them, else those of
+        ``secrets.env``, else new random ones; all written back to ``secrets.env``, which the
+        other commands read."""
         path = self.folder / "secrets.env"
         stored = _read_env(path) if path.is_file() else {}
-        missing = [name for name in SECRET_NAMES if not stored.get(name)]
-        if missing:
-            stored |= {name: secrets.token_urlsafe(24) for name in missing}
-            _write_private(path, "".join(f"{k}={v}\n" for k, v in stored.items()))
-        return {name: os.environ.get(name) or stored[name] for name in SECRET_NAMES}
+        values = {
+            name: os.environ.get(name) or stored.get(name) or secrets.token_urlsafe(24)
+            for name in SECRET_NAMES
+        }
+        if values != stored:
+            _write_private(path, "".join(f"{k}={v}\n" for k, v in values.items()))
+        return values
 
     def client_env(self, project: Path | None = None) -> dict[str, str]:
         """What a client of the cluster needs in its environment (``client.env``)."""
@@ -158,8 +174,8 @@ class Cluster:
             "PREFECT_API_AUTH_STRING": f"{USER}:{s['TABULA_CLUSTER_PREFECT_PASSWORD']}",
             "MLFLOW_TRACKING_URI": mlflow_url(),
             "MLFLOW_TRACKING_USERNAME": USER,
-            "MLFLOW_TRACKING_PASSWORD": s["MLFLOW_TRACKING_PASSWORD"],
-            "TABULA_CLUSTER_DIR": str(self.folder),
+            "MLFLOW_TRACKING_PASSWORD": s["TABULA_CLUSTER_MLFLOW_PASSWORD"],
+            MARK: str(self.folder),
         }
         if project is not None:
             env["TABULA_PROJECT"] = str(project)
@@ -244,32 +260,64 @@ def network_exists() -> bool:
 # --- processes ----------------------------------------------------------------------------
 
 
+#: The processes this process started, so that one that exits is seen at once (not a zombie).
+_CHILDREN: dict[int, subprocess.Popen] = {}
+
+
 def _start(
     cluster: Cluster, name: str, argv: list[str], env: dict[str, str], host: str | None = None
 ) -> int:
-    """Start ``argv`` in its own session (in ``host``'s namespace when given), its output in
-    ``logs/NAME.log``; return its pid."""
+    """Start ``argv`` in its own session (in ``host``'s namespace when given), marked with
+    `MARK`, its output in ``logs/NAME.log``; record and return its pid."""
     cluster.logs.mkdir(parents=True, exist_ok=True)
     prefix = ["ip", "netns", "exec", namespace(host)] if host else []
     with open(cluster.logs / f"{name}.log", "ab") as log:
         proc = subprocess.Popen(
             prefix + argv,
-            env=env,
+            env={**env, MARK: str(cluster.folder)},
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             cwd=env.get("TABULA_PROJECT", "/"),
         )
+    _CHILDREN[proc.pid] = proc
+    cluster.remember(name, proc.pid)
     return proc.pid
 
 
 def _alive(pid: int) -> bool:
+    if pid in _CHILDREN:
+        return _CHILDREN[pid].poll() is None
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     return True
+
+
+def marked_processes(cluster: Cluster) -> list[int]:
+    """The pids of the processes that carry this cluster's `MARK` (this process and its
+    ancestors aside)."""
+    mine, pid = set(), os.getpid()
+    while pid > 1:
+        mine.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    mark = f"{MARK}={cluster.folder}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone, or not ours to read
+        if mark in environ:
+            found.append(int(entry.name))
+    return found
 
 
 def _kill(pid: int, sig: int = signal.SIGTERM) -> None:
@@ -333,7 +381,8 @@ def _base_env() -> dict[str, str]:
     from cli.ui import QUIET_ENV
 
     env = {**os.environ, **QUIET_DEFAULTS, **QUIET_ENV}
-    for name in SECRET_NAMES + ("PREFECT_API_AUTH_STRING", "MLFLOW_TRACKING_USERNAME"):
+    clients = ("PREFECT_API_AUTH_STRING", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+    for name in SECRET_NAMES + clients:
         env.pop(name, None)
     env.pop("PREFECT_API_URL", None)
     return env
@@ -398,8 +447,8 @@ def mlflow_up(cluster: Cluster, secret: dict[str, str]) -> int:
         **_base_env(),
         "PGPASSWORD": secret["TABULA_CLUSTER_DB_PASSWORD"],  # libpq reads it: not in the URI
         "MLFLOW_AUTH_CONFIG_PATH": str(ini),
-        "MLFLOW_AUTH_ADMIN_PASSWORD": secret["MLFLOW_TRACKING_PASSWORD"],
-        "MLFLOW_FLASK_SERVER_SECRET_KEY": secret["MLFLOW_FLASK_SERVER_SECRET_KEY"],
+        "MLFLOW_AUTH_ADMIN_PASSWORD": secret["TABULA_CLUSTER_MLFLOW_PASSWORD"],
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": secret["TABULA_CLUSTER_MLFLOW_SECRET_KEY"],
     }
     cluster.artifacts.mkdir(exist_ok=True)
     argv = [
@@ -411,7 +460,7 @@ def mlflow_up(cluster: Cluster, secret: dict[str, str]) -> int:
         "--allowed-hosts", f"{HOST}:{PORTS['mlflow']},{HOST}",
     ]  # fmt: skip
     pid = _start(cluster, "mlflow", argv, env)
-    auth = (USER, secret["MLFLOW_TRACKING_PASSWORD"])
+    auth = (USER, secret["TABULA_CLUSTER_MLFLOW_PASSWORD"])
     url = f"{mlflow_url()}/api/2.0/mlflow/experiments/search?max_results=1"
     _wait_for("the MLflow server", lambda: _http_ok(url, auth), cluster.logs / "mlflow.log", pid)
     return pid
@@ -444,8 +493,7 @@ def prefect_up(cluster: Cluster, secret: dict[str, str]) -> int:
 
 def dask_up(cluster: Cluster) -> dict[str, int]:
     """The Dask scheduler and its single-threaded workers, each in its own namespace."""
-    env = {**_base_env(), **cluster.client_env(_source())}
-    env |= {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    env = _dask_env(cluster)
     dashboard = f"{HOSTS['dask']}:{PORTS['dashboard']}"
     scheduler = [_bin("dask"), "scheduler", "--host", HOSTS["dask"], "--port",
                  str(PORTS["dask"]), "--dashboard-address", dashboard]  # fmt: skip
@@ -457,15 +505,25 @@ def dask_up(cluster: Cluster) -> dict[str, int]:
         pids["dask-scheduler"],
     )
     for host in DASK_WORKERS:
-        worker = [_bin("dask"), "worker", dask_address(), "--nthreads", "1", "--nworkers", "1",
-                  "--host", HOSTS[host], "--name", host, "--no-dashboard"]  # fmt: skip
-        pids[f"dask-{host}"] = _start(cluster, f"dask-{host}", worker, env, host=host)
+        pids[f"dask-{host}"] = dask_worker_up(cluster, host)
     _wait_for(
         "the Dask workers",
         lambda: len(dask_workers()) == len(DASK_WORKERS),
         cluster.logs / f"dask-{DASK_WORKERS[0]}.log",
     )
     return pids
+
+
+def _dask_env(cluster: Cluster) -> dict[str, str]:
+    env = {**_base_env(), **cluster.client_env(_source())}
+    return env | {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def dask_worker_up(cluster: Cluster, host: str) -> int:
+    """One single-threaded Dask worker in ``host``'s namespace."""
+    worker = [_bin("dask"), "worker", dask_address(), "--nthreads", "1", "--nworkers", "1",
+              "--host", HOSTS[host], "--name", host, "--no-dashboard"]  # fmt: skip
+    return _start(cluster, f"dask-{host}", worker, _dask_env(cluster), host=host)
 
 
 def dask_workers() -> dict[str, str]:
@@ -526,45 +584,49 @@ def _cluster(folder: Path | None) -> Cluster:
     return Cluster(Path(folder or os.environ.get("TABULA_CLUSTER_DIR") or DEFAULT_DIR).resolve())
 
 
-def up(folder: Path, project: Path, config: str, name: str) -> Cluster:
+def up(folder: Path | None, project: Path, config: str, name: str) -> Cluster:
     """Start everything (see the module's docstring); on a failure, stop what started."""
-    if os.geteuid() != 0:
-        raise UsageError("tabula cluster needs root (it makes network namespaces)")
+    _need_root()
     cluster = _cluster(folder)
     if _inside(cluster.folder, project) or _inside(cluster.folder, _source()):
         raise UsageError(
             f"{cluster.folder} is inside the project: the cluster's folder holds its "
             "credentials and must lie outside the repository"
         )
-    if network_exists():
+    if _inside(project, cluster.folder) or (
+        cluster.folder.is_dir() and any(cluster.folder.iterdir()) and not cluster.state.is_file()
+    ):
+        raise UsageError(f"{cluster.folder} holds other files: give an empty or new folder")
+    if network_exists() or marked_processes(cluster):
         raise UsageError(f"a cluster is already up (bridge {BRIDGE}): tabula cluster down first")
     _postgres_bin()
     cluster.folder.mkdir(parents=True, exist_ok=True)
     cluster.folder.chmod(0o711)  # PostgreSQL's own user must reach its data folder
     cluster.dvc_remote.mkdir(exist_ok=True)
     cluster.logs.mkdir(exist_ok=True)
-    secret = cluster.secrets()
+    secret = cluster.make_secrets()
     _write_private(
         cluster.folder / "client.env",
         "".join(f"{k}={v}\n" for k, v in cluster.client_env().items()),
     )
-    state: dict = {"project": str(project), "config": config, "name": name, "pids": {}}
-    cluster.write_state(state)
+    cluster.write_state({"project": str(project), "config": config, "name": name, "pids": {}})
     try:
         network_up()
         postgres_up(cluster, secret)
-        for start in (mlflow_up, prefect_up):
-            state["pids"][start.__name__.removesuffix("_up")] = start(cluster, secret)
-            cluster.write_state(state)
-        state["pids"].update(dask_up(cluster))
-        cluster.write_state(state)
+        mlflow_up(cluster, secret)
+        prefect_up(cluster, secret)
+        dask_up(cluster)
         deploy(cluster, project, config, name)
-        state["pids"]["prefect-worker"] = worker_up(cluster)
-        cluster.write_state(state)
+        worker_up(cluster)
     except BaseException:
         down(cluster.folder)
         raise
     return cluster
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        raise UsageError("tabula cluster needs root (it makes and removes network namespaces)")
 
 
 def _inside(folder: Path, root: Path) -> bool:
@@ -572,25 +634,57 @@ def _inside(folder: Path, root: Path) -> bool:
 
 
 def down(folder: Path | None, purge: bool = False) -> Cluster:
-    """Stop every process of the cluster, PostgreSQL last, and remove the network."""
+    """Stop every process of the cluster (the recorded ones first, in reverse order, then
+    whatever else carries its `MARK`: the flows a worker started), PostgreSQL last, and remove
+    the network; ``purge`` also deletes the folder."""
     cluster = _cluster(folder)
     state = cluster.read_state()
+    marked = set(marked_processes(cluster))
     for pid in reversed(list(state.get("pids", {}).values())):
-        stop_process(pid)
+        if pid in marked:
+            stop_process(pid)
+    for pid in marked_processes(cluster):
+        _kill(pid, signal.SIGKILL)
     postgres_down(cluster)
     network_down()
     if state:
         cluster.write_state({**state, "pids": {}})
-    if purge and cluster.folder.is_dir():
+    if purge and cluster.state.is_file():
         shutil.rmtree(cluster.folder)
     return cluster
+
+
+RESTARTABLE = ("postgres", "mlflow", "prefect", *(f"dask-{h}" for h in DASK_WORKERS))
+
+
+def restart(folder: Path | None, component: str) -> None:
+    """Start one part of a cluster that is up again (after a crash, or a stop to test one):
+    ``postgres``, ``mlflow``, ``prefect`` or a Dask worker (``dask-w1``)."""
+    _need_root()
+    if component not in RESTARTABLE:
+        raise UsageError(f"no component {component!r}: one of {', '.join(RESTARTABLE)}")
+    cluster = _cluster(folder)
+    state = cluster.read_state()
+    if not state.get("pids") or not network_exists():
+        raise UsageError(f"no cluster up in {cluster.folder}: tabula cluster up first")
+    secret = cluster.secrets()
+    if component == "postgres":
+        postgres_down(cluster)
+        postgres_up(cluster, secret)
+        return
+    if state["pids"].get(component) in marked_processes(cluster):
+        stop_process(state["pids"][component])
+    if component.startswith("dask-"):
+        dask_worker_up(cluster, component.removeprefix("dask-"))
+    else:
+        {"mlflow": mlflow_up, "prefect": prefect_up}[component](cluster, secret)
 
 
 def status(folder: Path | None) -> list[tuple[str, str, bool]]:
     """(component, address, answering) for each part of the cluster."""
     cluster = _cluster(folder)
-    secret = cluster.secrets() if (cluster.folder / "secrets.env").is_file() else None
-    mlflow_auth = (USER, secret["MLFLOW_TRACKING_PASSWORD"]) if secret else None
+    secret = cluster.secrets() or None
+    mlflow_auth = (USER, secret["TABULA_CLUSTER_MLFLOW_PASSWORD"]) if secret else None
     prefect_auth = (USER, secret["TABULA_CLUSTER_PREFECT_PASSWORD"]) if secret else None
     workers = dask_workers() if network_exists() else {}
     pids = cluster.read_state().get("pids", {})
@@ -599,7 +693,7 @@ def status(folder: Path | None) -> list[tuple[str, str, bool]]:
         ("network", f"{BRIDGE} {HOST}/24", network_exists()),
         ("postgres", f"{HOST}:{PORTS['postgres']}", port_open(HOST, PORTS["postgres"])),
         ("mlflow", mlflow_url(), _http_ok(mlflow_url() + search, mlflow_auth)),
-        ("prefect", prefect_url(), _http_ok(f"{prefect_url()}/api/health", prefect_auth)),
+        ("prefect", prefect_url(), _http_ok(f"{prefect_url()}/api/admin/version", prefect_auth)),
         ("dask-scheduler", dask_address(), port_open(HOSTS["dask"], PORTS["dask"])),
         *((f"dask-{h}", HOSTS[h], h in workers) for h in DASK_WORKERS),
         (
@@ -632,7 +726,7 @@ FolderOpt = Annotated[
 def up_command(
     folder: FolderOpt = None,
     config: Annotated[
-        str, typer.Option(help="The deployment's config, relative to the project.")
+        str, typer.Option(help="The deployment's config, relative to the checkout.")
     ] = "configs/quickstart.yaml",
     name: Annotated[str, typer.Option(help="The deployment's run name.")] = "cluster",
 ) -> None:
@@ -661,8 +755,7 @@ def down_command(
     ] = False,  # fmt: skip
 ) -> None:
     """Stop every process of the cluster and remove its network."""
-    if os.geteuid() != 0:
-        raise UsageError("tabula cluster needs root (it removes network namespaces)")
+    _need_root()
     cluster = down(folder, purge)
     typer.echo(f"cluster down ({cluster.folder}{' removed' if purge else ' kept'})")
 
@@ -676,6 +769,17 @@ def status_command(folder: FolderOpt = None) -> None:
         typer.echo(f"{component:15} {'up' if ok else 'DOWN':5} {address}")
     if not all(ok for _, _, ok in rows):
         raise typer.Exit(1)
+
+
+@app.command("restart")
+@expected_errors
+def restart_command(
+    component: Annotated[str, typer.Argument(help=", ".join(RESTARTABLE))],
+    folder: FolderOpt = None,
+) -> None:
+    """Start one part of the cluster again (stopping it first if it still runs)."""
+    restart(folder, component)
+    typer.echo(f"{component} restarted")
 
 
 @app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
