@@ -1,0 +1,453 @@
+"""The cluster of docs/scaling-out.md, for real: ``tabula cluster up`` on this machine, the
+pipeline run through its deployment with ``prefect deployment run``, and what a user then
+finds.
+
+PostgreSQL holds the MLflow and Prefect servers' data; the servers ask for credentials; the
+Dask workers that play the games sit in network namespaces of their own; the DVC remote is a
+shared path; a fresh clone on "another host" (a namespace too) pulls the lineage and
+reproduces a checkpoint against the same servers, and the deployment's schedule adds an
+iteration: once for the 9x9 quick start (fewer games and steps), once for the paper's 19x19
+config shrunk to a tiny network, so that the paper's board passes through every stage. Then
+the faults of docs/scaling-out.md ("What a fault does"), each against an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cli import cluster as cl
+from cli.clone import empty_project
+from tasks.run.layout import RunLayout, read_json
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.cluster,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("ip") is None,
+        reason="network namespaces need root and iproute2",
+    ),
+]
+
+TABULA = str(Path(sys.executable).parent / "tabula")
+#: The quick start, with fewer games and steps: two iterations in a few minutes.
+QUICK = ["selfplay.games=64", "training.steps=100", "evaluation.anchor_games=4"]
+#: configs/19x19-paper.yaml at a size that plays in seconds: every stage, the paper's board.
+PAPER_TINY = [
+    "network.blocks=1",
+    "network.filters=8",
+    "network.value_hidden=16",
+    "search.simulations=8",
+    "search.leaves_per_game=2",
+    "selfplay.games=4",
+    "selfplay.concurrent_games=2",
+    "selfplay.batch_size=8",
+    "selfplay.sgf_sample=1",
+    "training.batch_size=32",
+    "training.steps=4",
+    "training.checkpoint_every=4",
+    "training.num_workers=0",
+    "training.bf16=auto",
+    "evaluation.gating_games=2",
+    "evaluation.simulations=8",
+    "evaluation.anchor_games=0",
+]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """This process's environment without any Prefect or MLflow address of the test session."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "MLFLOW_"))}
+    return {**env, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **extra}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[tuple[cl.Cluster, Path]]:
+    """A cluster up for this module, its project the shared folder; down (purged) after."""
+    if cl.network_exists():
+        pytest.fail(f"a cluster is already up (bridge {cl.BRIDGE}): tabula cluster down")
+    folder = Path(tempfile.mkdtemp(prefix="tabula-cluster-", dir="/var/tmp"))
+    project = empty_project(tmp_path_factory.mktemp("shared") / "project")
+    # The scheduler service looks for due runs every 5 s instead of 60 s.
+    env = _env(PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="5")
+    try:
+        up = subprocess.run([TABULA, "cluster", "up", "--dir", str(folder)], cwd=project,
+                            env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert up.returncode == 0, up.stderr[-3000:]
+        assert cl.run_command() in up.stdout
+        yield cl.Cluster(folder), project
+    finally:
+        down = subprocess.run([TABULA, "cluster", "down", "--dir", str(folder), "--purge"],
+                              env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert down.returncode == 0, down.stderr
+        assert not cl.network_exists() and not folder.exists()
+
+
+def deployment_run(c: cl.Cluster, timeout: int = 900, **params) -> str:
+    """``prefect deployment run ... --watch`` as ``up`` prints it; the final state's line."""
+    argv = [TABULA, "cluster", "exec", "--dir", str(c.folder), "--", "prefect", "deployment",
+            "run", cl.DEPLOYMENT, "--params", json.dumps(params), "--watch"]  # fmt: skip
+    done = subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=timeout)
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr
+
+
+def _auth_header(user: str, password: str) -> dict[str, str]:
+    from base64 import b64encode
+
+    return {"Authorization": "Basic " + b64encode(f"{user}:{password}".encode()).decode()}
+
+
+def _status(url: str, headers: dict[str, str] | None = None) -> int:
+    request = urllib.request.Request(url, headers=headers or {})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_the_servers_refuse_whoever_has_no_credentials(cluster):
+    c, _ = cluster
+    s = c.secrets()
+    search = f"{cl.mlflow_url()}/api/2.0/mlflow/experiments/search?max_results=1"
+    assert _status(search) == 401
+    assert _status(search, _auth_header(cl.USER, "wrong")) == 401
+    assert _status(search, _auth_header(cl.USER, s["TABULA_CLUSTER_MLFLOW_PASSWORD"])) == 200
+    version = f"{cl.prefect_url()}/api/admin/version"  # (/api/health stays open, for probes)
+    assert _status(version) == 401
+    assert _status(version, _auth_header(cl.USER, s["TABULA_CLUSTER_PREFECT_PASSWORD"])) == 200
+
+    import psycopg2
+
+    with pytest.raises(psycopg2.OperationalError, match="password authentication failed"):
+        psycopg2.connect(host=cl.HOST, user=cl.USER, password="wrong", dbname="mlflow")
+    # Bound to the cluster's network only: nothing answers on loopback.
+    for port in (cl.PORTS["mlflow"], cl.PORTS["prefect"], cl.PORTS["postgres"]):
+        assert not cl.port_open("127.0.0.1", port)
+    for path in (c.folder / "secrets.env", c.folder / "client.env"):
+        assert path.stat().st_mode & 0o077 == 0
+
+
+#: The two runs: the deployment's parameters besides the cluster's own overrides.
+RUNS = {
+    "9x9": {"config": "configs/quickstart.yaml", "name": "cluster", "overrides": QUICK},
+    "19x19": {"config": "configs/19x19-paper.yaml", "name": "paper19", "overrides": PAPER_TINY},
+}
+
+
+def _parameters(c: cl.Cluster, board: str) -> dict:
+    run = RUNS[board]
+    return {**run, "overrides": c.overrides() + run["overrides"]}
+
+
+@pytest.fixture(scope="module", params=list(RUNS))
+def ran(cluster, request) -> tuple[cl.Cluster, Path, RunLayout, str]:
+    """Two iterations of the 9x9 quick start, then of the paper's 19x19 config shrunk,
+    started through the deployment."""
+    c, project = cluster
+    final = deployment_run(c, iterations=2, **_parameters(c, request.param))
+    assert "Completed" in final, (final, _tail(c.logs / "prefect-worker.log"))
+    return c, project, RunLayout(project, "data", RUNS[request.param]["name"]), request.param
+
+
+def _tail(path: Path, n: int = 3000) -> str:
+    return path.read_text()[-n:] if path.is_file() else ""
+
+
+def test_two_iterations_with_selfplay_on_the_other_hosts(ran):
+    c, project, layout, board = ran
+    for i in (1, 2):
+        for stage in ("selfplay", "train", "evaluate", "promote"):
+            assert layout.marker(i, stage).exists(), (i, stage)
+    size = yaml.safe_load(layout.params.read_text())["rules"]["board_size"]
+    assert size == {"9x9": 9, "19x19": 19}[board]
+    assert not layout.marker(3, "promote").exists()
+    # Each self-play task ran in a Dask worker's process, inside that worker's namespace.
+    in_workers = {
+        int(pid)
+        for host in cl.DASK_WORKERS
+        for pid in subprocess.run(
+            ["ip", "netns", "pids", cl.namespace(host)], capture_output=True, text=True
+        ).stdout.split()  # fmt: skip
+    }
+    ran_in = {read_json(layout.marker(i, f"selfplay-w{w:02d}"))["pid"] for i in (1, 2)
+              for w in range(len(cl.DASK_WORKERS))}  # fmt: skip
+    assert ran_in <= in_workers, (ran_in, in_workers)
+
+
+def test_mlflow_on_postgres_holds_the_runs_and_serves_the_models(ran, monkeypatch):
+    c, _, layout, _ = ran
+    for name, value in c.client_env().items():
+        monkeypatch.setenv(name, value)
+    import mlflow.pytorch
+    import psycopg2
+    from mlflow.exceptions import MlflowException
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(cl.mlflow_url())
+    model = f"tabula-{layout.run}"
+    versions = client.search_model_versions(f"name = '{model}'")
+    assert versions
+    marks = [read_json(layout.marker(i, "promote")) for i in (1, 2)]
+    promoted = [mark["version"] for mark in marks if mark["promoted"]]
+    if promoted:
+        champion = client.get_model_version_by_alias(model, "champion")
+        assert champion.version == promoted[-1]
+        uri = f"models:/{model}@champion"
+    else:  # the paper's gate kept the initial network, which is not registered
+        with pytest.raises(MlflowException, match="alias champion not found"):
+            client.get_model_version_by_alias(model, "champion")
+        champion = max(versions, key=lambda v: int(v.version))
+        uri = f"models:/{model}/{champion.version}"
+    loaded = mlflow.pytorch.load_model(uri)  # over HTTP
+    assert sum(p.numel() for p in loaded.parameters()) > 0
+    assert champion.source.startswith("mlflow-artifacts:")
+    assert list(c.artifacts.rglob("MLmodel"))  # stored by the server, in its folder
+
+    with psycopg2.connect(host=cl.HOST, user=cl.USER, dbname="mlflow",
+                          password=c.secrets()["TABULA_CLUSTER_DB_PASSWORD"]) as db:  # fmt: skip
+        cursor = db.cursor()
+        cursor.execute("SELECT count(*) FROM runs WHERE status = 'FINISHED'")
+        assert cursor.fetchone()[0] >= 3  # the run and its two iterations
+        cursor.execute("SELECT count(*) FROM model_versions WHERE name = %s", (model,))
+        assert cursor.fetchone()[0] == len(versions)
+
+
+def test_no_credential_is_written_where_a_run_keeps_its_records(ran):
+    c, project, layout, _ = ran
+    secrets = list(c.secrets().values())
+    written = [p for p in project.rglob("*") if p.is_file() and ".git" not in p.parts]
+    history = subprocess.run(["git", "log", "--all", "-p"], cwd=project, capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+    log_files = [*c.logs.glob("*.log"), c.postgres / "postgres.log"]
+    logs = [p.read_text(errors="replace") for p in log_files]
+    for secret in secrets:
+        assert secret not in history
+        assert not any(secret in log for log in logs)
+        assert not [p for p in written if secret.encode() in p.read_bytes()]
+    params = yaml.safe_load(layout.params.read_text())
+    assert params["pipeline"]["mlflow_tracking_uri"] == cl.mlflow_url()
+
+
+def test_a_fresh_clone_on_another_host_reproduces_a_checkpoint(ran, tmp_path):
+    c, project, layout, _ = ran
+    host2 = ["ip", "netns", "exec", cl.namespace("host2")]
+    fresh = tmp_path / "elsewhere"
+    subprocess.run([*host2, "git", "clone", "-q", "-b", "main", str(project), str(fresh)],
+                   check=True)  # fmt: skip
+    lineage = "refs/heads/tabula/*:refs/heads/tabula/*"
+    subprocess.run([*host2, "git", "fetch", "-q", "origin", lineage], cwd=fresh, check=True)
+    argv = [*host2, TABULA, "cluster", "exec", "--dir", str(c.folder), "--", "tabula",
+            "reproduce", f"{layout.run}/2", "--set", f"pipeline.name={layout.run}",
+            *(f"--set={item}" for item in c.overrides())]  # fmt: skip
+    done = subprocess.run(argv, cwd=fresh, env=_env(), capture_output=True, text=True,
+                          timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "MATCH" in done.stdout
+
+
+def test_the_deployments_schedule_adds_one_iteration(ran):
+    c, project, layout, board = ran
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+    env = c.client_env()
+    settings = {
+        PREFECT_API_URL: env["PREFECT_API_URL"],
+        PREFECT_API_AUTH_STRING: env["PREFECT_API_AUTH_STRING"],
+    }
+    with temporary_settings(updates=settings), get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name(cl.DEPLOYMENT)
+        assert deployment.parameters["more"] == 1
+        # What `prefect deployment schedule create ... --cron` makes: a run every minute, with
+        # this run's parameters and no `iterations`, so the deployment's `more: 1` applies.
+        client.create_deployment_schedules(
+            deployment.id,
+            [(CronSchedule(cron="* * * * *"), True)],
+            max_scheduled_runs=1,
+            parameters=_parameters(c, board),
+        )
+        started = _first_scheduled_run_running(client, deployment.id)
+        # One scheduled run is enough: pausing the schedule deletes the runs still waiting.
+        for schedule in client.read_deployment_schedules(deployment.id):
+            client.delete_deployment_schedule(deployment.id, schedule.id)
+        state = _final_state(client, started)
+    assert state.is_completed(), (state, _tail(c.logs / "prefect-worker.log"))
+    assert layout.marker(3, "promote").exists()
+    assert not layout.marker(4, "promote").exists()
+
+
+def _first_scheduled_run_running(client, deployment_id, timeout_s: float = 300):
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+
+    only = DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for run in client.read_flow_runs(deployment_filter=only):
+            if run.auto_scheduled and run.state and run.state.type.value == "RUNNING":
+                return run.id
+        time.sleep(1)
+    raise AssertionError("the schedule started no run")
+
+
+def _final_state(client, run_id, timeout_s: float = 900):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        state = client.read_flow_run(run_id).state
+        if state is not None and state.is_final():
+            return state
+        time.sleep(2)
+    raise AssertionError(f"flow run {run_id} did not finish")
+
+
+# --- faults: each ends with the same bytes as an uninterrupted run ---------------------------
+
+#: The quick start at a size where self-play lasts long enough to be hit (about 10 s a worker).
+FAULT = ["selfplay.games=128", "training.steps=60", "evaluation.anchor_games=2"]
+
+
+def start_run(c: cl.Cluster, project: Path, experiment: str) -> subprocess.Popen:
+    """One iteration of the fault config through the deployment, in ``project``, logged to
+    its own MLflow experiment (a run name is unique per experiment), not waited for."""
+    params = {"iterations": 1, "name": "faults", "project": str(project),
+              "overrides": c.overrides() + FAULT}  # fmt: skip
+    argv = [TABULA, "cluster", "exec", "--dir", str(c.folder), "--", "prefect", "deployment",
+            "run", cl.DEPLOYMENT, "--params", json.dumps(params), "--job-variable",
+            "env=" + json.dumps({"MLFLOW_EXPERIMENT_NAME": experiment}), "--watch"]  # fmt: skip
+    return subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
+
+
+def finish(run: subprocess.Popen, timeout: int = 900) -> str:
+    out, _ = run.communicate(timeout=timeout)
+    return out.strip().splitlines()[-1] if out.strip() else ""
+
+
+def _stage_outs(layout: RunLayout) -> dict[str, str]:
+    lock = yaml.safe_load((layout.iteration(1) / "dvc.lock").read_text())["stages"]
+    return {o["path"]: o["md5"] for stage in lock.values() for o in stage.get("outs", [])}
+
+
+def assert_same_bytes(layout: RunLayout, reference: RunLayout) -> None:
+    """The faulted run's self-play and training outputs (DVC hashes, weights) equal the
+    reference's, with no shard twice and nothing half-written."""
+    assert layout.marker(1, "promote").exists()
+    assert _stage_outs(layout) == _stage_outs(reference)
+    assert (
+        read_json(layout.marker(1, "train"))["weights_sha256"]
+        == read_json(reference.marker(1, "train"))["weights_sha256"]
+    )
+    names = sorted(p.relative_to(layout.root).as_posix() for p in layout.root.rglob("*.parquet"))
+    assert names == sorted(
+        p.relative_to(reference.root).as_posix() for p in reference.root.rglob("*.parquet")
+    )
+    assert not [p for p in layout.root.rglob("*") if ".tmp" in p.name]
+
+
+@pytest.fixture(scope="module")
+def reference(cluster, tmp_path_factory) -> RunLayout:
+    c, _ = cluster
+    project = empty_project(tmp_path_factory.mktemp("reference") / "project")
+    final = finish(start_run(c, project, "tabula-reference"))
+    assert "Completed" in final, (final, _tail(c.logs / "prefect-worker.log"))
+    return RunLayout(project, "data", "faults")
+
+
+def _wait(condition, timeout_s: float = 600, every_s: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(every_s)
+
+
+def _processing_on(host: str) -> bool:
+    """Whether the Dask worker in ``host``'s namespace is running a task."""
+    from distributed import Client
+
+    with Client(cl.dask_address(), timeout=10) as client:
+        return any(_host_of(address) == host and keys
+                   for address, keys in client.processing().items())  # fmt: skip
+
+
+def _host_of(address: str) -> str:
+    ip = address.removeprefix("tcp://").rsplit(":", 1)[0]
+    return next(h for h, a in cl.HOSTS.items() if a == ip)
+
+
+def test_a_dask_worker_killed_in_self_play(cluster, reference, tmp_path):
+    c, _ = cluster
+    project = empty_project(tmp_path / "project")
+    run = start_run(c, project, "tabula-fault-dask")
+    _wait(lambda: _processing_on("w1"))
+    for pid in subprocess.run(["ip", "netns", "pids", cl.namespace("w1")], capture_output=True,
+                              text=True).stdout.split():  # fmt: skip
+        os.kill(int(pid), signal.SIGKILL)  # the host is gone: nanny, worker and its games
+    final = finish(run)
+    cl.restart(c.folder, "dask-w1")
+    assert "Completed" in final, (final, _tail(c.logs / "prefect-worker.log"))
+    assert_same_bytes(RunLayout(project, "data", "faults"), reference)
+
+
+def test_the_tracking_server_stopped_for_30_s_in_training(cluster, reference, tmp_path):
+    c, _ = cluster
+    project = empty_project(tmp_path / "project")
+    layout = RunLayout(project, "data", "faults")
+    run = start_run(c, project, "tabula-fault-mlflow")
+    _wait(lambda: layout.marker(1, "selfplay").exists())  # training begins
+    cl.stop_process(c.read_state()["pids"]["mlflow"])
+    time.sleep(30)
+    cl.restart(c.folder, "mlflow")
+    final = finish(run)
+    assert "Completed" in final, (final, _tail(c.logs / "prefect-worker.log"))
+    assert_same_bytes(layout, reference)
+
+
+def test_the_prefect_server_restarted_in_an_iteration(cluster, reference, tmp_path):
+    c, _ = cluster
+    project = empty_project(tmp_path / "project")
+    layout = RunLayout(project, "data", "faults")
+    run = start_run(c, project, "tabula-fault-prefect")
+    _wait(lambda: layout.marker(1, "plan").exists())  # self-play begins
+    cl.restart(c.folder, "prefect")
+    final = finish(run)
+    assert "Completed" in final, (final, _tail(c.logs / "prefect-worker.log"))
+    assert_same_bytes(layout, reference)
+
+
+def test_postgres_unreachable_at_start(cluster, tmp_path):
+    c, _ = cluster
+    project = empty_project(tmp_path / "project")
+    cl.postgres_down(c)
+    try:
+        argv = [TABULA, "cluster", "exec", "--dir", str(c.folder), "--", "tabula", "run",
+                "--iterations", "1", "--set", "pipeline.name=nodb",
+                *(f"--set={item}" for item in c.overrides() + FAULT)]  # fmt: skip
+        done = subprocess.run(argv, cwd=project, env=_env(), capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+    finally:
+        cl.restart(c.folder, "postgres")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert cl.mlflow_url() in done.stderr
+    assert not (project / "data").exists()
+    branches = subprocess.run(["git", "branch", "--list"], cwd=project, capture_output=True,
+                              text=True, check=True).stdout.split()  # fmt: skip
+    assert branches == ["*", "main"]
+    commits = subprocess.run(["git", "rev-list", "--count", "--all"], cwd=project,
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert commits.strip() == "1"
