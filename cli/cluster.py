@@ -442,6 +442,9 @@ def mlflow_up(cluster: Cluster, secret: dict[str, str]) -> int:
         f"database_uri = {db}/mlflow_auth\n"
         f"admin_username = {USER}\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+        # A password check (PBKDF2) costs about 0.3 s of this machine's CPU, on every
+        # request: the cache makes it once a minute per user (MLflow's basic_auth.ini).
+        "auth_cache_ttl_seconds = 60\n"
     )
     env = {
         **_base_env(),
@@ -796,4 +799,4 @@ def exec_command(ctx: typer.Context, folder: FolderOpt = None) -> None:
     path = shutil.which(ctx.args[0], path=f"{Path(sys.executable).parent}:{env.get('PATH', '')}")
     if path is None:
         raise UsageError(f"tabula cluster exec: no command {ctx.args[0]!r}")
-    os.execve(path, ctx.args, env)
+    os.execve(path, [path, *ctx.args[1:]], env)  # a bare argv[0] would lose a venv
