@@ -1,7 +1,7 @@
 """Pipeline benchmark: orchestration overhead, and self-play scaling over Dask workers.
 
 Usage: ``python -m bench.pipeline [--json PATH] [--iterations I] [--full] [--set KEY=VALUE ...]
-[--games G] [--rounds R] [--only overhead|dask]``
+[--games G] [--rounds R] [--only overhead|dask] [--cluster]``
 
 (a) Orchestration overhead. The pipeline (`flows.pipeline.run_pipeline`: Prefect, MLflow,
 DVC, git lineage) runs ``--iterations`` iterations of ``configs/quickstart.yaml`` in a fresh
@@ -12,8 +12,13 @@ record (``data/<run>/iter-*/state/*.json``): self-play (the slowest worker: they
 side), training, gating and the anchor matches. Overhead = the iteration flow run's wall time
 (from Prefect) minus that, as a fraction of the iteration; the whole run's figure (its wall
 time minus every stage's time) also counts the run's setup (DVC init, the initial network, the
-MLflow parent run). Goal (the pipeline issue): <= 10% of an iteration. The Prefect tasks
-outside the stages (DVC commits, MLflow calls, ratings, lineage) are listed with their times.
+MLflow parent run). Goal: <= 10% of an iteration. With ``--cluster`` (root), the same run
+follows on `tabula cluster` (docs/scaling-out.md): the Prefect server over HTTP with its auth,
+MLflow's tracking server on PostgreSQL, artifacts through it, DVC pushing to the shared remote,
+self-play on the Dask workers in their own namespaces (the flow runs in this process, as
+`tabula run` would; the cluster's start is not counted); its table follows the embedded one.
+The Prefect tasks outside the stages (DVC commits, MLflow calls, ratings, lineage) are listed
+with their times.
 
 (b) Self-play scaling. `tasks.selfplay.run_worker` through a Dask ``LocalCluster`` of one
 worker process vs one of two (one thread each, ``torch.set_num_threads(1)``), the same total
@@ -40,6 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 from rich.console import Console
 from rich.table import Table
@@ -111,6 +117,39 @@ def _prefect_times() -> tuple[dict[int, float], dict[str, float]]:
     return iterations, kinds
 
 
+def _overhead(overrides: list[str], root: Path, iterations: int, start_s: float, wall: float,
+              flow_wall: dict[int, float], tasks: dict[str, float]) -> dict[str, Any]:  # fmt: skip
+    """The overhead figures of a finished run (``overrides`` on the quick start, its servers
+    started in ``start_s``): per iteration and for the whole run."""
+    rows = []
+    for i in range(1, iterations + 1):
+        stages = _stage_seconds(root / f"iter-{i:04d}" / "state")
+        inside = sum(v for k, v in stages.items() if k != "selfplay_sum")
+        it_wall = flow_wall.get(i, float("nan"))
+        rows.append(
+            {
+                "iteration": i,
+                "wall_s": it_wall,
+                "stages_s": inside,
+                **stages,
+                "overhead_s": it_wall - inside,
+                "overhead_fraction": (it_wall - inside) / it_wall,
+            }
+        )
+    inside_all = sum(r["stages_s"] for r in rows)
+    return {
+        "config": str(QUICKSTART.relative_to(ROOT)),
+        "overrides": overrides,
+        "prefect_server_start_s": start_s,
+        "iterations": rows,
+        "run_wall_s": wall,
+        "run_stages_s": inside_all,
+        "run_overhead_fraction": (wall - inside_all) / wall,
+        "mean_iteration_overhead_fraction": statistics.mean(r["overhead_fraction"] for r in rows),
+        "other_tasks_s": {k: v for k, v in sorted(tasks.items()) if k not in STAGE_TASKS},
+    }
+
+
 def measure_overhead(overrides: list[str], iterations: int) -> dict[str, Any]:
     from prefect.testing.utilities import prefect_test_harness
 
@@ -128,33 +167,40 @@ def measure_overhead(overrides: list[str], iterations: int) -> dict[str, Any]:
             wall = time.perf_counter() - started
             flow_wall, tasks = _prefect_times()
         root = project / cfg.pipeline.data_dir / cfg.pipeline.name
-        rows = []
-        for i in range(1, iterations + 1):
-            stages = _stage_seconds(root / f"iter-{i:04d}" / "state")
-            inside = sum(v for k, v in stages.items() if k != "selfplay_sum")
-            it_wall = flow_wall.get(i, float("nan"))
-            rows.append(
-                {
-                    "iteration": i,
-                    "wall_s": it_wall,
-                    "stages_s": inside,
-                    **stages,
-                    "overhead_s": it_wall - inside,
-                    "overhead_fraction": (it_wall - inside) / it_wall,
-                }
-            )
-    inside_all = sum(r["stages_s"] for r in rows)
-    return {
-        "config": str(QUICKSTART.relative_to(ROOT)),
-        "overrides": overrides,
-        "iterations": rows,
-        "prefect_server_start_s": server_s,
-        "run_wall_s": wall,
-        "run_stages_s": inside_all,
-        "run_overhead_fraction": (wall - inside_all) / wall,
-        "mean_iteration_overhead_fraction": statistics.mean(r["overhead_fraction"] for r in rows),
-        "other_tasks_s": {k: v for k, v in sorted(tasks.items()) if k not in STAGE_TASKS},
-    }
+        return _overhead(overrides, root, iterations, server_s, wall, flow_wall, tasks)
+
+
+def measure_cluster_overhead(overrides: list[str], iterations: int) -> dict[str, Any]:
+    """(a) on `tabula cluster`: the Prefect server over HTTP with its auth, MLflow's tracking
+    server on PostgreSQL over HTTP (artifacts through it), the DVC remote on a shared path,
+    self-play on the two Dask workers in their namespaces (needs root)."""
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+    from cli import cluster
+    from flows.pipeline import run_pipeline
+    from tabula.config import load_config
+
+    with tempfile.TemporaryDirectory(prefix="tabula-bench-", dir="/var/tmp") as tmp:
+        Path(tmp).chmod(0o711)  # PostgreSQL's own user reaches its folder inside
+        project = _project(Path(tmp))
+        started = time.perf_counter()
+        c = cluster.up(Path(tmp) / "cluster", project, "configs/quickstart.yaml", "bench")
+        server_s = time.perf_counter() - started
+        env = c.client_env()  # MLflow reads its credentials from the environment
+        settings = {PREFECT_API_URL: env["PREFECT_API_URL"],
+                    PREFECT_API_AUTH_STRING: env["PREFECT_API_AUTH_STRING"]}  # fmt: skip
+        try:
+            with patch.dict(os.environ, env), temporary_settings(updates=settings):
+                cfg = load_config(QUICKSTART, [*overrides, *c.overrides(), "pipeline.name=bench"])
+                started = time.perf_counter()
+                run_pipeline(cfg, project, iterations=iterations,
+                             dask_address=cluster.dask_address())  # fmt: skip
+                wall = time.perf_counter() - started
+                flow_wall, tasks = _prefect_times()
+        finally:
+            cluster.down(c.folder)
+        root = project / cfg.pipeline.data_dir / cfg.pipeline.name
+        return _overhead(overrides, root, iterations, server_s, wall, flow_wall, tasks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,8 +310,8 @@ def measure_dask(overrides: list[str], games: int, rounds: int) -> dict[str, Any
 # report
 
 
-def _overhead_table(res: dict[str, Any]) -> Table:
-    table = Table(title=f"(a) orchestration overhead: {res['config']} "
+def _overhead_table(res: dict[str, Any], where: str = "embedded defaults") -> Table:
+    table = Table(title=f"(a) orchestration overhead, {where}: {res['config']} "
                         f"{' '.join(res['overrides'])}")  # fmt: skip
     for col in (
         "iteration",
@@ -302,7 +348,7 @@ def _overhead_table(res: dict[str, Any]) -> Table:
     table.caption = (
         "goal: <= 10% of an iteration; outside the stages: "
         + ", ".join(f"{k} {v:.1f}s" for k, v in res["other_tasks_s"].items() if v >= 0.05)
-        + f"; Prefect server start {res['prefect_server_start_s']:.1f}s (not counted)"
+        + f"; servers' start {res['prefect_server_start_s']:.1f}s (not counted)"
     )
     return table
 
@@ -361,6 +407,11 @@ def main() -> None:
     ap.add_argument("--games", type=int, default=32, help="(b) games per measurement (even)")
     ap.add_argument("--rounds", type=int, default=2, help="(b) rounds per cluster size")
     ap.add_argument("--only", choices=("overhead", "dask"), help="run one part only")
+    ap.add_argument(
+        "--cluster",
+        action="store_true",
+        help="(a) also on `tabula cluster` (root), side by side with the embedded defaults",
+    )
     args = ap.parse_args()
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -373,6 +424,9 @@ def main() -> None:
     if args.only in (None, "overhead"):
         results["overhead"] = measure_overhead(overrides, args.iterations)
         console.print(_overhead_table(results["overhead"]))
+        if args.cluster:
+            results["cluster_overhead"] = measure_cluster_overhead(overrides, args.iterations)
+            console.print(_overhead_table(results["cluster_overhead"], "tabula cluster"))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
 
