@@ -461,6 +461,7 @@ def mlflow_up(cluster: Cluster, secret: dict[str, str]) -> int:
         "--serve-artifacts", "--artifacts-destination", str(cluster.artifacts),
         "--app-name", "basic-auth",
         "--allowed-hosts", f"{HOST}:{PORTS['mlflow']},{HOST}",
+        "--cors-allowed-origins", mlflow_url(),  # the UI's own requests come from there
     ]  # fmt: skip
     pid = _start(cluster, "mlflow", argv, env)
     auth = (USER, secret["TABULA_CLUSTER_MLFLOW_PASSWORD"])
