@@ -102,6 +102,11 @@ def mlflow_url() -> str:
     return f"http://{HOST}:{PORTS['mlflow']}"
 
 
+def mlflow_probe_url() -> str:
+    """A cheap MLflow request that needs the credentials: up answers it once the server is."""
+    return f"{mlflow_url()}/api/2.0/mlflow/experiments/search?max_results=1"
+
+
 def prefect_url() -> str:
     return f"http://{HOST}:{PORTS['prefect']}"
 
@@ -465,8 +470,8 @@ def mlflow_up(cluster: Cluster, secret: dict[str, str]) -> int:
     ]  # fmt: skip
     pid = _start(cluster, "mlflow", argv, env)
     auth = (USER, secret["TABULA_CLUSTER_MLFLOW_PASSWORD"])
-    url = f"{mlflow_url()}/api/2.0/mlflow/experiments/search?max_results=1"
-    _wait_for("the MLflow server", lambda: _http_ok(url, auth), cluster.logs / "mlflow.log", pid)
+    log = cluster.logs / "mlflow.log"
+    _wait_for("the MLflow server", lambda: _http_ok(mlflow_probe_url(), auth), log, pid)
     return pid
 
 
@@ -518,9 +523,15 @@ def dask_up(cluster: Cluster) -> dict[str, int]:
     return pids
 
 
+def _client_process_env(cluster: Cluster) -> dict[str, str]:
+    """The environment of a cluster process that is a client (Dask worker, Prefect worker,
+    the ``prefect`` CLI): the quiet defaults and the cluster's addresses and credentials,
+    the checkout as ``TABULA_PROJECT``."""
+    return {**_base_env(), **cluster.client_env(_source())}
+
+
 def _dask_env(cluster: Cluster) -> dict[str, str]:
-    env = {**_base_env(), **cluster.client_env(_source())}
-    return env | {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    return _client_process_env(cluster) | {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 def dask_worker_up(cluster: Cluster, host: str) -> int:
@@ -545,7 +556,7 @@ def dask_workers() -> dict[str, str]:
 def prefect_cli(cluster: Cluster, *args: str, timeout: int = 300) -> str:
     """Run ``prefect ARGS`` against the cluster, in the checkout (prefect.yaml's
     ``$TABULA_PROJECT``, resolved when a deployment is made, is the checkout too)."""
-    env = {**_base_env(), **cluster.client_env(_source())}
+    env = _client_process_env(cluster)
     done = _sh(_bin("prefect"), *args, cwd=_source(), env=env, timeout=timeout, check=False)
     if done.returncode != 0:
         raise ClusterError(f"prefect {' '.join(args[:3])} failed: {done.stdout[-300:]}")
@@ -575,8 +586,7 @@ def deploy(cluster: Cluster, project: Path, config: str, name: str) -> None:
 
 def worker_up(cluster: Cluster) -> int:
     """A worker of the process pool on this machine: it runs the flows in the checkout."""
-    env = {**_base_env(), **cluster.client_env(_source())}
-    env["OMP_WAIT_POLICY"] = "PASSIVE"
+    env = _client_process_env(cluster) | {"OMP_WAIT_POLICY": "PASSIVE"}
     argv = [_bin("prefect"), "worker", "start", "--pool", POOL, "--name", "tabula-flows"]
     return _start(cluster, "prefect-worker", argv, env)
 
@@ -692,11 +702,10 @@ def status(folder: Path | None) -> list[tuple[str, str, bool]]:
     prefect_auth = (USER, secret["TABULA_CLUSTER_PREFECT_PASSWORD"]) if secret else None
     workers = dask_workers() if network_exists() else {}
     pids = cluster.read_state().get("pids", {})
-    search = "/api/2.0/mlflow/experiments/search?max_results=1"
     return [
         ("network", f"{BRIDGE} {HOST}/24", network_exists()),
         ("postgres", f"{HOST}:{PORTS['postgres']}", port_open(HOST, PORTS["postgres"])),
-        ("mlflow", mlflow_url(), _http_ok(mlflow_url() + search, mlflow_auth)),
+        ("mlflow", mlflow_url(), _http_ok(mlflow_probe_url(), mlflow_auth)),
         ("prefect", prefect_url(), _http_ok(f"{prefect_url()}/api/admin/version", prefect_auth)),
         ("dask-scheduler", dask_address(), port_open(HOSTS["dask"], PORTS["dask"])),
         *((f"dask-{h}", HOSTS[h], h in workers) for h in DASK_WORKERS),

@@ -122,7 +122,7 @@ def _status(url: str, headers: dict[str, str] | None = None) -> int:
 def test_the_servers_refuse_whoever_has_no_credentials(cluster):
     c, _ = cluster
     s = c.secrets()
-    search = f"{cl.mlflow_url()}/api/2.0/mlflow/experiments/search?max_results=1"
+    search = cl.mlflow_probe_url()
     assert _status(search) == 401
     assert _status(search, _auth_header(cl.USER, "wrong")) == 401
     assert _status(search, _auth_header(cl.USER, s["TABULA_CLUSTER_MLFLOW_PASSWORD"])) == 200
