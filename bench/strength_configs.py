@@ -103,6 +103,20 @@ CONFIGS = {
         "default with KataGo's playout caps in full (Wu 2019, section 3.1): fast searches"
         " without root noise, playing their best move, and their rows given no weight",
     ),
+    "pivalue": Entry(
+        "configs/quickstart.yaml",
+        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION,
+         "selfplay.root_value=improved"),  # fmt: skip
+        "default with the root value of the value target taken as the sum of pi' times the"
+        " completed Q (Danihelka et al. 2022) instead of the search's mean value",
+    ),
+    "m4": Entry(
+        "configs/quickstart.yaml",
+        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION, "search.gumbel_m=4"),
+        "default with 4 actions sampled at the root (Danihelka et al. 2022: m <= n), so that at"
+        " 16 simulations Sequential Halving halves (4 x 2 then 2 x 4 visits) instead of giving"
+        " each of 16 actions one visit",
+    ),
     "laptop": Entry(
         "configs/9x9-laptop.yaml",
         (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION),
