@@ -174,9 +174,10 @@ def measure_cluster_overhead(overrides: list[str], iterations: int) -> dict[str,
     """(a) on `tabula cluster`: the Prefect server over HTTP with its auth, MLflow's tracking
     server on PostgreSQL over HTTP (artifacts through it), the DVC remote on a shared path,
     self-play on the two Dask workers in their namespaces (needs root)."""
+    import dask.config
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
-    from cli import cluster
+    from cli.cluster import control, layout
     from flows.pipeline import run_pipeline
     from tabula.config import load_config
 
@@ -184,23 +185,39 @@ def measure_cluster_overhead(overrides: list[str], iterations: int) -> dict[str,
         Path(tmp).chmod(0o711)  # PostgreSQL's own user reaches its folder inside
         project = _project(Path(tmp))
         started = time.perf_counter()
-        c = cluster.up(Path(tmp) / "cluster", project, "configs/quickstart.yaml", "bench")
+        c = control.up(Path(tmp) / "cluster", project, "configs/quickstart.yaml", "bench")
         server_s = time.perf_counter() - started
-        env = c.client_env()  # MLflow reads its credentials from the environment
+        env = c.client_env()  # MLflow's credentials, Dask's certificates
         settings = {PREFECT_API_URL: env["PREFECT_API_URL"],
                     PREFECT_API_AUTH_STRING: env["PREFECT_API_AUTH_STRING"]}  # fmt: skip
         try:
-            with patch.dict(os.environ, env), temporary_settings(updates=settings):
+            with (
+                patch.dict(os.environ, env),
+                temporary_settings(updates=settings),
+                dask.config.set(_dask_config(env)),
+            ):
                 cfg = load_config(QUICKSTART, [*overrides, *c.overrides(), "pipeline.name=bench"])
                 started = time.perf_counter()
                 run_pipeline(cfg, project, iterations=iterations,
-                             dask_address=cluster.dask_address())  # fmt: skip
+                             dask_address=layout.dask_address())  # fmt: skip
                 wall = time.perf_counter() - started
                 flow_wall, tasks = _prefect_times()
         finally:
-            cluster.down(c.folder)
+            control.down(c.folder)
         root = project / cfg.pipeline.data_dir / cfg.pipeline.name
         return _overhead(overrides, root, iterations, server_s, wall, flow_wall, tasks)
+
+
+def _dask_config(env: dict[str, str]) -> dict[str, Any]:
+    """Dask's settings among ``env``'s variables, as dotted keys for ``dask.config.set`` (Dask
+    reads its environment once, at import)."""
+    import dask.config
+
+    return {
+        name[len("DASK_") :].lower().replace("__", "."): dask.config.interpret_value(value)
+        for name, value in env.items()
+        if name.startswith("DASK_")
+    }
 
 
 # ---------------------------------------------------------------------------------------------

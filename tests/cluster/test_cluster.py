@@ -29,8 +29,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli import cluster as cl
 from cli.clone import empty_project
+from cli.cluster import control, servers, system, tls
+from cli.cluster import layout as cl
 from tasks.run.layout import RunLayout, read_json
 
 pytestmark = [
@@ -76,7 +77,7 @@ def _env(**extra: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[tuple[cl.Cluster, Path]]:
     """A cluster up for this module, its project the shared folder; down (purged) after."""
-    if cl.network_exists():
+    if system.network_exists():
         pytest.fail(f"a cluster is already up (bridge {cl.BRIDGE}): tabula cluster down")
     folder = Path(tempfile.mkdtemp(prefix="tabula-cluster-", dir="/var/tmp"))
     project = empty_project(tmp_path_factory.mktemp("shared") / "project")
@@ -86,13 +87,13 @@ def cluster(tmp_path_factory) -> Iterator[tuple[cl.Cluster, Path]]:
         up = subprocess.run([TABULA, "cluster", "up", "--dir", str(folder)], cwd=project,
                             env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
         assert up.returncode == 0, up.stderr[-3000:]
-        assert cl.run_command() in up.stdout
+        assert control.run_command() in up.stdout
         yield cl.Cluster(folder), project
     finally:
         down = subprocess.run([TABULA, "cluster", "down", "--dir", str(folder), "--purge"],
                               env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
         assert down.returncode == 0, down.stderr
-        assert not cl.network_exists() and not folder.exists()
+        assert not system.network_exists() and not folder.exists()
 
 
 def deployment_run(c: cl.Cluster, timeout: int = 900, **params) -> str:
@@ -101,12 +102,6 @@ def deployment_run(c: cl.Cluster, timeout: int = 900, **params) -> str:
             "run", cl.DEPLOYMENT, "--params", json.dumps(params), "--watch"]  # fmt: skip
     done = subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=timeout)
     return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr
-
-
-def _auth_header(user: str, password: str) -> dict[str, str]:
-    from base64 import b64encode
-
-    return {"Authorization": "Basic " + b64encode(f"{user}:{password}".encode()).decode()}
 
 
 def _status(url: str, headers: dict[str, str] | None = None) -> int:
@@ -124,11 +119,11 @@ def test_the_servers_refuse_whoever_has_no_credentials(cluster):
     s = c.secrets()
     search = cl.mlflow_probe_url()
     assert _status(search) == 401
-    assert _status(search, _auth_header(cl.USER, "wrong")) == 401
-    assert _status(search, _auth_header(cl.USER, s["TABULA_CLUSTER_MLFLOW_PASSWORD"])) == 200
+    assert _status(search, cl.basic_auth(cl.USER, "wrong")) == 401
+    assert _status(search, cl.basic_auth(cl.USER, s["TABULA_CLUSTER_MLFLOW_PASSWORD"])) == 200
     version = f"{cl.prefect_url()}/api/admin/version"  # (/api/health stays open, for probes)
     assert _status(version) == 401
-    assert _status(version, _auth_header(cl.USER, s["TABULA_CLUSTER_PREFECT_PASSWORD"])) == 200
+    assert _status(version, cl.basic_auth(cl.USER, s["TABULA_CLUSTER_PREFECT_PASSWORD"])) == 200
 
     import psycopg2
 
@@ -136,9 +131,30 @@ def test_the_servers_refuse_whoever_has_no_credentials(cluster):
         psycopg2.connect(host=cl.HOST, user=cl.USER, password="wrong", dbname="mlflow")
     # Bound to the cluster's network only: nothing answers on loopback.
     for port in (cl.PORTS["mlflow"], cl.PORTS["prefect"], cl.PORTS["postgres"]):
-        assert not cl.port_open("127.0.0.1", port)
-    for path in (c.folder / "secrets.env", c.folder / "client.env"):
+        assert not system.port_open("127.0.0.1", port)
+    for path in (c.folder / "secrets.env", c.folder / "client.env", *c.tls_files()):
         assert path.stat().st_mode & 0o077 == 0
+
+
+def test_the_dask_scheduler_refuses_whoever_has_no_certificate(cluster, tmp_path):
+    from distributed import Client, Security
+
+    c, _ = cluster
+    with Client(cl.dask_address(), security=tls.security(c), timeout=10) as client:
+        assert len(client.scheduler_info(n_workers=-1)["workers"]) == len(cl.DASK_WORKERS)
+    plain = cl.dask_address().replace("tls://", "tcp://")
+    with pytest.raises((OSError, TimeoutError)):
+        Client(plain, timeout=5, security=Security(require_encryption=False))
+    # A certificate of another authority, however well made, is refused in the handshake.
+    other = cl.Cluster(tmp_path / "other")
+    other.folder.mkdir()
+    tls.make_certificates(other, [cl.HOST])
+    with pytest.raises((OSError, TimeoutError)):
+        Client(cl.dask_address(), security=tls.security(other), timeout=5)
+    # Only the cluster's network reaches the scheduler, and nothing in the folder can sign.
+    assert not system.port_open("127.0.0.1", cl.PORTS["dask"])
+    assert sorted(p.name for p in c.tls.iterdir()) == ["ca.pem", "member.key", "member.pem"]
+    assert "PRIVATE KEY" not in (c.tls / "ca.pem").read_text()
 
 
 #: The two runs: the deployment's parameters besides the cluster's own overrides.
@@ -260,6 +276,64 @@ def test_a_fresh_clone_on_another_host_reproduces_a_checkpoint(ran, tmp_path):
     assert "MATCH" in done.stdout
 
 
+def test_both_uis_show_the_run_to_whoever_signs_in(ran, monkeypatch):
+    """What a new user sees in headless Chromium after the printed command: MLflow's runs
+    table (basic auth) with the run and its iterations, Prefect's runs page (its login) with
+    the run's flow runs, Completed; neither shows anything without credentials."""
+    from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
+
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    from playwright.sync_api import expect, sync_playwright
+
+    from cli.ui import experiment_links
+    from mlflow import MlflowClient
+
+    c, _, layout, _ = ran
+    for name, value in c.client_env().items():
+        monkeypatch.setenv(name, value)
+    (parent,) = MlflowClient(cl.mlflow_url()).search_runs(
+        [e.experiment_id for e in MlflowClient(cl.mlflow_url()).search_experiments()],
+        f"attributes.run_name = '{layout.run}'",
+    )
+    s = c.secrets()
+    expect.set_options(timeout=60_000)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            stranger = browser.new_page()
+            assert stranger.goto(cl.mlflow_url()).status == 401
+            signed_in = browser.new_context(
+                http_credentials={"username": cl.USER,
+                                  "password": s["TABULA_CLUSTER_MLFLOW_PASSWORD"]},
+                viewport={"width": 1600, "height": 1000},
+            )  # fmt: skip
+            page = signed_in.new_page()
+            page.goto(experiment_links(parent.info.experiment_id, cl.mlflow_url()).runs)
+            grid = page.locator(".ag-root")
+            expect(grid.get_by_role("link", name=layout.run, exact=True)).to_be_visible()
+            grid.get_by_role("gridcell").filter(
+                has=page.get_by_role("link", name=layout.run, exact=True)
+            ).get_by_role("button").click()  # its iterations, nested under it
+            for i in (1, 2):
+                name = f"{layout.run}-iter-{i}"
+                expect(grid.get_by_role("link", name=name, exact=True).first).to_be_visible()
+
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(f"{cl.prefect_url()}/runs")
+            password = page.locator("input[type=password]")
+            expect(password).to_be_visible()  # the login, and no runs behind it
+            expect(page.get_by_text(f"{layout.run}-iter-1")).to_have_count(0)
+            password.fill(f"{cl.USER}:{s['TABULA_CLUSTER_PREFECT_PASSWORD']}")
+            password.press("Enter")
+            for i in (1, 2):
+                row = page.get_by_text(f"{layout.run}-iter-{i}", exact=True).first
+                expect(row).to_be_visible()
+            expect(page.get_by_text("Completed").first).to_be_visible()
+        finally:
+            browser.close()
+
+
 def test_the_deployments_schedule_adds_one_iteration(ran):
     c, project, layout, board = ran
     from prefect.client.orchestration import get_client
@@ -375,17 +449,17 @@ def _wait(condition, timeout_s: float = 600, every_s: float = 0.2) -> None:
         time.sleep(every_s)
 
 
-def _processing_on(host: str) -> bool:
+def _processing_on(c: cl.Cluster, host: str) -> bool:
     """Whether the Dask worker in ``host``'s namespace is running a task."""
     from distributed import Client
 
-    with Client(cl.dask_address(), timeout=10) as client:
+    with Client(cl.dask_address(), security=tls.security(c), timeout=10) as client:
         return any(_host_of(address) == host and keys
                    for address, keys in client.processing().items())  # fmt: skip
 
 
 def _host_of(address: str) -> str:
-    ip = address.removeprefix("tcp://").rsplit(":", 1)[0]
+    ip = address.removeprefix("tls://").rsplit(":", 1)[0]
     return next(h for h, a in cl.HOSTS.items() if a == ip)
 
 
@@ -393,12 +467,12 @@ def test_a_dask_worker_killed_in_self_play(cluster, reference, tmp_path):
     c, _ = cluster
     project = empty_project(tmp_path / "project")
     run = start_run(c, project, "tabula-fault-dask")
-    _wait(lambda: _processing_on("w1"))
+    _wait(lambda: _processing_on(c, "w1"))
     for pid in subprocess.run(["ip", "netns", "pids", cl.namespace("w1")], capture_output=True,
                               text=True).stdout.split():  # fmt: skip
         os.kill(int(pid), signal.SIGKILL)  # the host is gone: nanny, worker and its games
     final = finish(run)
-    cl.restart(c.folder, "dask-w1")
+    control.restart(c.folder, "dask-w1")
     assert "Completed" in final, (final, _tail(c.logs / "prefect-worker.log"))
     assert_same_bytes(RunLayout(project, "data", "faults"), reference)
 
@@ -409,9 +483,9 @@ def test_the_tracking_server_stopped_for_30_s_in_training(cluster, reference, tm
     layout = RunLayout(project, "data", "faults")
     run = start_run(c, project, "tabula-fault-mlflow")
     _wait(lambda: layout.marker(1, "selfplay").exists())  # training begins
-    cl.stop_process(c.read_state()["pids"]["mlflow"])
+    system.stop_process(c.read_state()["pids"]["mlflow"])
     time.sleep(30)
-    cl.restart(c.folder, "mlflow")
+    control.restart(c.folder, "mlflow")
     final = finish(run)
     assert "Completed" in final, (final, _tail(c.logs / "prefect-worker.log"))
     assert_same_bytes(layout, reference)
@@ -423,7 +497,7 @@ def test_the_prefect_server_restarted_in_an_iteration(cluster, reference, tmp_pa
     layout = RunLayout(project, "data", "faults")
     run = start_run(c, project, "tabula-fault-prefect")
     _wait(lambda: layout.marker(1, "plan").exists())  # self-play begins
-    cl.restart(c.folder, "prefect")
+    control.restart(c.folder, "prefect")
     finish(run)  # (its --watch may end with the server's event stream: the run goes on)
     state = _state_of_the_run_in(c, project)
     assert state.is_completed(), (state, _tail(c.logs / "prefect-worker.log"))
@@ -453,7 +527,7 @@ def _state_of_the_run_in(c: cl.Cluster, project: Path):
 def test_postgres_unreachable_at_start(cluster, tmp_path):
     c, _ = cluster
     project = empty_project(tmp_path / "project")
-    cl.postgres_down(c)
+    servers.postgres_down(c)
     try:
         argv = [TABULA, "cluster", "exec", "--dir", str(c.folder), "--", "tabula", "run",
                 "--iterations", "1", "--set", "pipeline.name=nodb",
@@ -461,7 +535,7 @@ def test_postgres_unreachable_at_start(cluster, tmp_path):
         done = subprocess.run(argv, cwd=project, env=_env(), capture_output=True, text=True,
                               timeout=300)  # fmt: skip
     finally:
-        cl.restart(c.folder, "postgres")
+        control.restart(c.folder, "postgres")
     assert done.returncode == 2, done.stderr[-2000:]
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert cl.mlflow_url() in done.stderr
