@@ -34,9 +34,9 @@ of the runs measured then); ``gumbel``, puct with the laptop preset's Gumbel sea
 ``aux``, puct with the ownership and score heads; ``kcaps``, default with KataGo's playout caps
 in full; ``pivalue``, default with the value target's root value taken as Σ π′·completed Q;
 ``m4``, default with Sequential Halving over 4 sampled actions; ``laptop``,
-``configs/9x9-laptop.yaml``. Each run's first iteration plans the config's ``pipeline.iterations`` (1000: no drop yet); from the
-second on, the schedule is fitted to what the budget is expected to pay for, so every run anneals
-within its budget.
+``configs/9x9-laptop.yaml``. Each run's first iteration plans the config's
+``pipeline.iterations`` (1000: no drop yet); from the second on, the schedule is fitted to what
+the budget is expected to pay for, so every run anneals within its budget.
 
 Everything is kept under ``--workdir`` (default ``bench/results/strength/BUDGET``): a killed
 benchmark resumes with ``--resume`` where it stopped (the runs are tabula runs, which resume
@@ -118,7 +118,7 @@ def budget_core_hours(text: str) -> float:
 # -- training within the budget ---------------------------------------------------------------
 
 
-def _run_env(work: Path) -> dict[str, str]:
+def run_env(work: Path) -> dict[str, str]:
     return {
         **os.environ,
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -152,7 +152,7 @@ def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, co
     argv += ["--core-hours", f"{budget_s / CORE_HOUR:.6f}"]
     if state.get("failed") is None and not state.get("done"):
         console.print(f"{name}: one run of {budget_s / CORE_HOUR:.2f} core-hours")
-        m = run_measured(argv, cwd=project, env=_run_env(work), log=work / "run.log")
+        m = run_measured(argv, cwd=project, env=run_env(work), log=work / "run.log")
         state["command_cpu_s"] = state.get("command_cpu_s", 0.0) + m.cpu_s
         state["command_wall_s"] = state.get("command_wall_s", 0.0) + m.wall_s
         if m.returncode != 0:

@@ -105,8 +105,12 @@ CONFIGS = {
     ),
     "pivalue": Entry(
         "configs/quickstart.yaml",
-        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION,
-         "selfplay.root_value=improved"),  # fmt: skip
+        (
+            *MACHINE,
+            "pipeline.iterations=1000",
+            PER_MACHINE_PRECISION,
+            "selfplay.root_value=improved",
+        ),  # fmt: skip
         "default with the root value of the value target taken as the sum of pi' times the"
         " completed Q (Danihelka et al. 2022) instead of the search's mean value",
     ),

@@ -87,7 +87,7 @@ def run_train(
 
 @resumable(Stage.EVALUATE, EvaluationRecord)
 def run_evaluate(
-    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str]
+    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], laps: Laps
 ) -> EvaluationRecord:
     i = plan.iteration
     gated = gate(cfg, layout, i, plan.best, plan.gate_seed)
@@ -96,7 +96,9 @@ def run_evaluate(
         a: anchor_match(cfg, layout, i, a, derive_seed(plan.gate_seed, k + 1))
         for k, a in enumerate(anchors)
     }
+    laps.lap(Stage.EVALUATE.value)  # the games
     table = ratings(cfg, layout, i)
+    laps.lap("ratings")  # the Elo fit over every game so far, and its curve
     hashes = dvc_commit(layout, i, Stage.EVALUATE.value)
     result = EvaluationRecord(
         gate=gated,
@@ -156,8 +158,9 @@ def iteration(
     """Run (or resume) iteration ``i`` of ``run``, part of a run planned for ``iterations``
     iterations (default: the config's; the rate schedule fits it); returns its summary row,
     with the CPU-seconds of each stage."""
-    # CPU-seconds by stage: the games, the training steps, the matches and the promotion;
-    # everything else (the plan, DVC commits, MLflow, the lineage commit) is bookkeeping.
+    # CPU-seconds by stage: the games, the training steps, the matches, the ratings (the Elo
+    # fit and curve) and the promotion; everything else (the plan, DVC commits, MLflow, the
+    # lineage commit) is bookkeeping.
     laps = Laps()
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
@@ -177,8 +180,8 @@ def iteration(
         train = run_train(cfg, layout, plan, runs, planned, laps)
         laps.lap("bookkeeping")
         progress.done(Stage.TRAIN, train, Stage.TRAIN in found)
-        evaluation = run_evaluate(cfg, layout, plan, runs)
-        laps.lap(Stage.EVALUATE.value)
+        evaluation = run_evaluate(cfg, layout, plan, runs, laps)
+        laps.lap("bookkeeping")
         progress.done(Stage.EVALUATE, evaluation, Stage.EVALUATE in found)
         promotion = run_promote(cfg, layout, plan, evaluation, train, runs, tags)
         laps.lap(Stage.PROMOTE.value)

@@ -292,7 +292,8 @@ class Spent:
         run began (`tasks.run.cputime.process_tree_cpu_seconds`); Dask workers on other
         machines are not counted.
     wall_s: wall seconds the run's processes ran.
-    stages: this iteration's CPU-seconds by stage ("selfplay", "train", "evaluate", "promote",
+    stages: this iteration's CPU-seconds by stage ("selfplay", "train", "evaluate": the
+        matches, "ratings": the Elo fit over every game and its curve, "promote",
         "bookkeeping": the plan, DVC stage files, MLflow runs, lineage commit and summary).
     """
 
