@@ -6,10 +6,11 @@ Usage: ``python -m bench.bookkeeping [--iterations 300] [--early 10] [--window 5
 
 One real ``tabula run`` (Prefect, DVC and git, MLflow on SQLite: the quick start's defaults) of
 a run whose stages are as small as a run's can be (a 5x5 board, a 1x8 network, 4 games of 4
-simulations, 4 training steps, 2 games against random a iteration, no gate), so that nearly all
-of each iteration's CPU is what every run pays around its stages however big they are: the plan,
-the DVC commits, the MLflow runs, the Elo fit over every game so far and its curve, the
-promotion (a model version), the lineage commit. The run is one process, as a user's run is; a
+simulations, 4 training steps on a window of the last 10 iterations as the quick start's, 2
+games against random an iteration, no gate), so that nearly all of each iteration's CPU is what
+every run pays around its stages however big they are: the plan, the DVC commits, the MLflow
+runs, the Elo fit over every game so far and its curve, the promotion (a model version), the
+lineage commit. The run is one process, as a user's run is; a
 killed benchmark resumes with ``--resume`` (the run resumes itself, and its earlier iterations'
 records stay).
 
@@ -59,6 +60,9 @@ TINY = [
     "training.batch_size=16",
     "training.steps=4",
     "training.checkpoint_every=4",
+    # the quick start's window of the last 10 iterations (3,840 of its 384 games each): a
+    # window in games would otherwise cover every iteration of a run with 4 games each
+    "training.window_games=40",
     "training.num_workers=0",
     "training.bf16=false",
     "evaluation.simulations=4",
