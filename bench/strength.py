@@ -1,8 +1,8 @@
 """Strength against compute: configs trained from scratch for one CPU budget, rated on GnuGo.
 
 Usage: ``python -m bench.strength [--budget quick|1ch|4ch|HOURS] [--configs paper,default]
-[--resume] [--games 100] [--curve-games 40] [--points 6] [--simulations 64] [--h2h-games 100]
-[--json PATH] [--png PATH]``
+[--resume] [--games 100] [--curve-games 40] [--points 6] [--simulations 64]
+[--deep-simulations 400] [--deep-games 100] [--h2h-games 100] [--json PATH] [--png PATH]``
 
 For each config in turn: a stand-in user repository, then ONE budgeted run, ``tabula run
 --core-hours BUDGET``, as a user would make it: the run counts the CPU-seconds of its processes
@@ -14,6 +14,10 @@ training, whose share (``learning_share``) the table and the JSON give per confi
 config's champion plays ``--games`` games against GnuGo level 1, and against the next level up
 while it wins more than half; ``--points`` checkpoints of the run (evenly spaced, the last one
 included) play ``--curve-games`` against level 1, so one run gives a whole learning curve.
+The champion then climbs the ladder again searching deeper, ``--deep-games`` a level at
+``--deep-simulations`` (default 400; 0: none): strength at 64 simulations understates a network,
+and the deeper figures are reported in a table of their own, fitted apart (never mixed with the
+games at ``--simulations``) on the same scale.
 Last, the champions of every pair of configs play ``--h2h-games`` games against each other:
 while GnuGo wins every game, that is the only measure of which config learned more.
 
@@ -65,8 +69,10 @@ from rich.console import Console
 from bench.ladder import side_summary
 from bench.strength_configs import CONFIGS, Entry
 from bench.strength_report import (
+    DEEP_LADDER,
     LEVELS,
     add_elo,
+    deep_table,
     extrapolate,
     extrapolation_line,
     pairs_table,
@@ -284,12 +290,23 @@ def rate_config(
         if i != best_i:
             matches[i] = [play_ladder(player, spec, 1, args.curve_games, cfg, store, seed=i)]
             continue
-        matches[i] = []
-        for level in LEVELS:  # the champion climbs while it wins more than half
-            result = play_ladder(player, spec, level, args.games, cfg, store, seed=i)
-            matches[i].append(result)
-            if (result["win_rate"] or 0.0) <= 0.5:
-                break
+        matches[i] = climb(player, spec, args.games, cfg, store, seed=i)
+    deep = None
+    if args.deep_simulations and play and done:  # the champion again, searching deeper
+        deep_cfg = _rating_config(layout, name, args.deep_simulations)
+        spec = f"mcts:{layout.model(best_i)}@{args.deep_simulations}"
+        deep = {
+            "simulations": args.deep_simulations,
+            "player": layout.model_id(best_i),
+            "matches": climb(
+                layout.model_id(best_i),
+                spec,
+                args.deep_games,
+                deep_cfg,
+                work / DEEP_LADDER,
+                seed=best_i,
+            ),  # fmt: skip
+        }
     selfplay = [finished(layout, i, Stage.SELFPLAY, SelfplayRecord) for i in done]
     cpu = {row["iteration"]: row["cpu_s"] for row in state["iterations"]}
     stages, share = stage_split(state)
@@ -309,7 +326,22 @@ def rate_config(
             str(i): {"cpu_s": cpu.get(i, 0.0), "player": layout.model_id(i), "matches": m}
             for i, m in matches.items()
         },
+        "deep": deep,
     }
+
+
+def climb(
+    player: str, spec: str, games: int, cfg: Config, store: Path, seed: int
+) -> list[dict[str, Any]]:
+    """``games`` games against each GnuGo level of the ladder, from level 1 up while the
+    player wins more than half."""
+    matches = []
+    for level in LEVELS:
+        result = play_ladder(player, spec, level, games, cfg, store, seed)
+        matches.append(result)
+        if (result["win_rate"] or 0.0) <= 0.5:
+            break
+    return matches
 
 
 def main() -> None:
@@ -323,6 +355,10 @@ def main() -> None:
     parser.add_argument("--curve-games", type=int, default=40, help="games per curve point")
     parser.add_argument("--points", type=int, default=6, help="checkpoints rated per run")
     parser.add_argument("--simulations", type=int, default=64, help="our side's, every config")
+    parser.add_argument("--deep-simulations", type=int, default=400,
+                        help="the champions' deeper budget, rated apart (0: none)")  # fmt: skip
+    parser.add_argument("--deep-games", type=int, default=100,
+                        help="champion's games per level at the deeper budget")  # fmt: skip
     parser.add_argument("--h2h-games", type=int, default=100,
                         help="games per pair of configs' champions (0: none)")  # fmt: skip
     parser.add_argument("--workdir", type=Path, help="default bench/results/strength/BUDGET")
@@ -359,6 +395,8 @@ def main() -> None:
     for row in rows:
         row["extrapolation"] = extrapolate(row, anchors)
     console.print(table(rows, args.budget, args.simulations))
+    if args.deep_simulations:
+        console.print(deep_table(rows, args.budget, args.deep_simulations))
     if pairs:
         console.print(pairs_table(pairs, args.simulations))
     for row in rows:
@@ -368,6 +406,7 @@ def main() -> None:
         "budget": args.budget,
         "core_hours": hours,
         "simulations": args.simulations,
+        "deep_simulations": args.deep_simulations,
         "anchors": anchors,
         "configs": {n: {**asdict(CONFIGS[n])} for n in names},
         "results": rows,

@@ -16,6 +16,10 @@ from tasks.run.cputime import CORE_HOUR
 from tasks.run.results import load_results, results_from_rows
 
 LEVELS = (1, 5, 10)  # the GnuGo levels of the ladder
+#: The champions' games at the deeper budget: a store of their own beside each config's
+#: ``ladder``, fitted apart, so no rating mixes them with the games at the usual budget (the
+#: same player, another strength).
+DEEP_LADDER = "ladder-deep"
 #: The moonshot (docs/strength.md): a day on two cores wins 90% against GnuGo level 10.
 MOONSHOT_CORE_HOURS, MOONSHOT_LEVEL, MOONSHOT_SCORE = 48.0, 10, 0.9
 
@@ -24,7 +28,9 @@ def add_elo(
     rows: list[dict[str, Any]], pairs: list[dict[str, Any]], workdir: Path
 ) -> dict[str, float]:
     """Elo of every rated checkpoint, fitted over all ladder and head-to-head games with GnuGo
-    held fixed; each pair's gap is the difference of its two champions' fitted Elo."""
+    held fixed; each pair's gap is the difference of its two champions' fitted Elo. The
+    champions' games at the deeper budget (`DEEP_LADDER`) are fitted apart, on the same scale,
+    into each row's ``deep``."""
     anchors = fixed_elos([f"gnugo-l{level}" for level in LEVELS], 9)
     stores = [workdir / row["config"] / "ladder" for row in rows] + [workdir / "head-to-head"]
     results = [r for store in stores if store.exists()
@@ -37,6 +43,14 @@ def add_elo(
     for pair in pairs:
         a, b = (fit.get(p) for p in pair["players"])
         pair["elo_gap"] = None if a is None or b is None else a.elo - b.elo
+    deep_stores = [workdir / row["config"] / DEEP_LADDER for row in rows]
+    deep = [r for store in deep_stores if store.exists()
+            for r in results_from_rows(load_results(store))]  # fmt: skip
+    deep_fit = fit_ratings(deep, anchors=anchors) if deep else {}
+    for row in rows:
+        if row.get("deep"):
+            r = deep_fit.get(row["deep"]["player"])
+            row["deep"]["elo"] = None if r is None else {"elo": r.elo, "low": r.low, "high": r.high}
     return anchors
 
 
@@ -143,6 +157,28 @@ def table(rows: list[dict[str, Any]], budget: str, simulations: int) -> Table:
             str(row["iterations"]),
             f"{row['games']:,}",
             f"{row['positions']:,}",
+            str(row["champion"]),
+            _pct(first) if first else "—",
+            "—" if not first or first["mean_margin"] is None else f"{first['mean_margin']:+.1f}",
+            ", ".join(f"l{m['level']}: {_pct(m)}" for m in matches[1:]) or "—",
+            "—" if not elo else f"{elo['elo']:+.0f} [{elo['low']:+.0f}, {elo['high']:+.0f}]",
+        )
+    return t
+
+
+def deep_table(rows: list[dict[str, Any]], budget: str, simulations: int) -> Table:
+    """The champions at the deeper budget, rated apart from the table at the usual one."""
+    t = Table(title=f"strength at budget {budget}: champion vs GnuGo ({simulations} simulations)")
+    for column in ("config", "champion", "vs GnuGo l1 (95%)", "margin vs l1", "higher levels",
+                   "Elo (l1 = 0)"):  # fmt: skip
+        t.add_column(column)
+    for row in rows:
+        deep = row.get("deep") or {}
+        matches = deep.get("matches", [])
+        first = matches[0] if matches else None
+        elo = deep.get("elo")
+        t.add_row(
+            row["config"],
             str(row["champion"]),
             _pct(first) if first else "—",
             "—" if not first or first["mean_margin"] is None else f"{first['mean_margin']:+.1f}",

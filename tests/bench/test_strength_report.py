@@ -90,3 +90,35 @@ def test_no_crossing_without_a_real_gain(gain: float):
     assert e["elo_per_doubling"] == pytest.approx(gain, abs=1e-6)
     assert e["core_hours_to_target"] is None
     assert extrapolation_line("x", e).endswith("its interval includes no gain at all")
+
+
+def _games(store, match_id: str, player: str, wins: int, games: int) -> None:
+    """``games`` games of ``player`` against GnuGo level 1, colours alternating, ``wins`` won."""
+    from tasks.run.results import append_results
+
+    rows = []
+    for k in range(games):
+        black, white = (player, "gnugo-l1") if k % 2 == 0 else ("gnugo-l1", player)
+        mine = 1 if black == player else -1
+        winner = mine if k < wins else -mine
+        rows.append({"match_id": match_id, "game": k, "black": black, "white": white,
+                     "winner": winner, "reason": "score", "score": 5.0 * winner})  # fmt: skip
+    append_results(store, rows)
+
+
+def test_the_deeper_budget_is_rated_apart_on_the_same_scale(tmp_path):
+    from bench.strength_report import DEEP_LADDER, add_elo, deep_table
+
+    work = tmp_path / "a"
+    _games(work / "ladder", "m-vs-gnugo-l1", "m", wins=10, games=100)
+    row = {"config": "a", "champion": 3, "checkpoints": {"3": {"player": "m"}},
+           "deep": {"simulations": 400, "player": "m", "matches": []}}  # fmt: skip
+    alone = add_elo([row], [], tmp_path)["gnugo-l1"]
+    shallow = row["checkpoints"]["3"]["elo"]["elo"]
+    assert row["deep"]["elo"] is None  # no deep games yet: no deep rating
+    _games(work / DEEP_LADDER, "m-vs-gnugo-l1", "m", wins=60, games=100)
+    add_elo([row], [], tmp_path)
+    assert row["checkpoints"]["3"]["elo"]["elo"] == pytest.approx(shallow)  # not mixed in
+    assert alone == 0.0  # GnuGo level 1 is the scale's zero in both fits
+    assert shallow < 0 < row["deep"]["elo"]["elo"]
+    assert "400 simulations" in deep_table([row], "quick", 400).title
