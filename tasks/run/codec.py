@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import types
 import typing
 from pathlib import Path
@@ -62,12 +63,20 @@ def from_json(cls: type[R], data: Any) -> R:
     return typing.cast(R, _decode(cls, data, cls.__name__))
 
 
-def _known_keys(cls: type) -> set[str]:
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """``cls``'s resolved field types: resolving them costs more than decoding a record, and a
+    run reads thousands of records (a record class never changes while a process runs)."""
+    return typing.get_type_hints(cls)
+
+
+@functools.cache
+def _known_keys(cls: type) -> frozenset[str]:
     keys = set(getattr(cls, "__json_extra__", ()))
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     for f in dataclasses.fields(cls):
         keys |= _known_keys(hints[f.name]) if f.metadata.get("flat") else {f.name}
-    return keys
+    return frozenset(keys)
 
 
 def _decode_record(cls: type, data: Any, where: str) -> Any:
@@ -76,7 +85,7 @@ def _decode_record(cls: type, data: Any, where: str) -> Any:
     unknown = set(data) - _known_keys(cls)
     if unknown:
         raise RecordError(f"{where}: unknown keys {sorted(unknown)}")
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     values = {}
     for f in dataclasses.fields(cls):
         if f.metadata.get("flat"):
