@@ -278,12 +278,14 @@ def test_a_fresh_clone_on_another_host_reproduces_a_checkpoint(ran, tmp_path):
 
 def test_both_uis_show_the_run_to_whoever_signs_in(ran, monkeypatch):
     """What a new user sees in headless Chromium after the printed command: MLflow's runs
-    table (basic auth) with the run and its iterations, Prefect's runs page (its login) with
-    the run's flow runs, Completed; neither shows anything without credentials."""
+    table (basic auth) with the run and its iterations' runs nested under it, Prefect's runs
+    page (after its login) with the iterations' flow runs, Completed; without credentials,
+    MLflow's page does not open and Prefect's shows its login only."""
     from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS
 
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import expect, sync_playwright
 
     from cli.ui import experiment_links
@@ -292,17 +294,21 @@ def test_both_uis_show_the_run_to_whoever_signs_in(ran, monkeypatch):
     c, _, layout, _ = ran
     for name, value in c.client_env().items():
         monkeypatch.setenv(name, value)
-    (parent,) = MlflowClient(cl.mlflow_url()).search_runs(
-        [e.experiment_id for e in MlflowClient(cl.mlflow_url()).search_experiments()],
-        f"attributes.run_name = '{layout.run}'",
+    client = MlflowClient(cl.mlflow_url())
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    (parent,) = client.search_runs(experiments, f"attributes.run_name = '{layout.run}'")
+    children = client.search_runs(
+        [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
     )
+    assert len(children) == 2
     s = c.secrets()
     expect.set_options(timeout=60_000)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            stranger = browser.new_page()
-            assert stranger.goto(cl.mlflow_url()).status == 401
+            stranger = browser.new_page()  # asked for credentials, and has none to give
+            with pytest.raises(PlaywrightError, match="ERR_INVALID_AUTH_CREDENTIALS"):
+                stranger.goto(cl.mlflow_url())
             signed_in = browser.new_context(
                 http_credentials={"username": cl.USER,
                                   "password": s["TABULA_CLUSTER_MLFLOW_PASSWORD"]},
@@ -315,8 +321,8 @@ def test_both_uis_show_the_run_to_whoever_signs_in(ran, monkeypatch):
             grid.get_by_role("gridcell").filter(
                 has=page.get_by_role("link", name=layout.run, exact=True)
             ).get_by_role("button").click()  # its iterations, nested under it
-            for i in (1, 2):
-                name = f"{layout.run}-iter-{i}"
+            for child in children:
+                name = child.info.run_name
                 expect(grid.get_by_role("link", name=name, exact=True).first).to_be_visible()
 
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
