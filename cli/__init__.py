@@ -76,6 +76,23 @@ def gtp(
             " side by side do not compete for cores (python -m bench.genmove).",
         ),
     ] = 1,
+    leaves: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Leaves of the game's search evaluated in one network batch (default:"
+            " search.leaves_per_game). More is cheaper per simulation and searches a little"
+            " less sharply (python -m bench.genmove).",
+        ),
+    ] = None,
+    precision: Annotated[
+        str,
+        typer.Option(
+            help="The network's precision: fastest (bf16 or fp32, whichever this machine"
+            " runs faster at the search's batch, measured at start), auto (bf16 where the CPU"
+            " has it natively), fp32 or bf16.",
+        ),
+    ] = "fastest",
     config: ConfigOpt = None,
     set_: SetOpt = None,
 ) -> None:
@@ -89,9 +106,12 @@ def gtp(
 
         set_threads(threads)
     spec = player or model
+    if precision not in ("fastest", "auto", "fp32", "bf16"):
+        raise UsageError(f"--precision {precision!r}: use fastest, auto, fp32 or bf16")
     gtp_player = make_player(
-        spec, cfg, simulations=simulations, seed=seed, resolver=_model_resolver(cfg)
-    )
+        spec, cfg, simulations=simulations, seed=seed, resolver=_model_resolver(cfg),
+        precision=precision, leaves_per_move=leaves,
+    )  # fmt: skip
     serve(gtp_player, sys.stdin, sys.stdout, size=cfg.rules.board_size, komi=cfg.rules.komi)
 
 

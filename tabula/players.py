@@ -134,11 +134,25 @@ class MctsPlayer:
     """
 
     def __init__(
-        self, evaluate: Evaluate, cfg: Config, simulations: int, name: str, seed: int = 0
+        self,
+        evaluate: Evaluate,
+        cfg: Config,
+        simulations: int,
+        name: str,
+        seed: int = 0,
+        leaves_per_move: int | None = None,
     ) -> None:
         self.evaluate, self.name, self.seed = evaluate, name, seed
         self.max_concurrent: int | None = None
         self.params = SearchParams.from_config(cfg, simulations=simulations, noise=False)
+        # One game's search (`genmove`): its leaves evaluated `leaves_per_move` at a time (one
+        # network batch), where matches batch the leaves of many games.
+        self._one_params = self.params if leaves_per_move is None else SearchParams(
+            self.params.config, noise=False, random_symmetry=self.params.random_symmetry,
+            leaves_per_game=leaves_per_move,
+        )  # fmt: skip
+        self._one: BatchedMCTS | None = None
+        self._one_at: tuple[list[tuple[int, int]], int] = ([], 1)  # searched: history, to play
         self.size, self.komi = cfg.rules.board_size, cfg.rules.komi
         self.max_batch = cfg.selfplay.batch_size
         self.search: BatchedMCTS | None = None
@@ -192,12 +206,41 @@ class MctsPlayer:
         self._games.pop(slot, None)
 
     def genmove(self, game: Game, color: int) -> int:
-        """`tabula.gtp.Player`: a fresh one-game search from `game` (no tree reuse)."""
-        search = BatchedMCTS(1, game.size, game.komi, self.params)  # GTP may change komi
-        rng = np.random.default_rng([self.seed, game.move_number])
-        search.reset(0, rng, _as_to_play(game, color))
-        search.search([0], self.evaluate, max_batch=self.max_batch)
-        return int(search.decide([0], tau=0.0).move[0])
+        """`tabula.gtp.Player`: a one-game search from `game`. Its tree follows the game: when
+        `game` goes on from the position the last genmove searched, the moves since (both
+        colours', alternating) are played into the tree, which keeps their subtree (tree
+        reuse, as in matches); any other position (a new game, an undo, a changed komi, two
+        moves of one colour) starts a fresh tree."""
+        position = _as_to_play(game, color)
+        if not self._follow(position):
+            self._one = BatchedMCTS(1, game.size, game.komi, self._one_params)
+            self._one.reset(0, np.random.default_rng([self.seed, game.move_number]), position)
+        assert self._one is not None
+        self._one_at = (position.history, position.to_play)
+        self._one.search([0], self.evaluate, max_batch=self.max_batch)
+        return int(self._one.decide([0], tau=0.0).move[0])
+
+    def _follow(self, position: Game) -> bool:
+        """Play the moves since the last searched position into the kept tree; False when
+        there is no tree to keep."""
+        search, (at, to_play), now = self._one, self._one_at, position.history
+        if search is None or (search.N, search.komi) != (position.size, position.komi):
+            return False
+        if len(now) < len(at) or now[: len(at)] != at or search.is_over(0):
+            return False
+        since = now[len(at) :]
+        for c, _ in since:
+            if c != to_play:
+                return False
+            to_play = -c
+        if to_play != position.to_play or search.move_number(0) != len(at):
+            return False
+        try:
+            for _, move in since:
+                search.play(0, move)
+        except SearchError:
+            return False
+        return search.move_number(0) == position.move_number
 
     def analysis(self, game: Game, color: int) -> Analysis:
         """`tabula.analyze.Analyst`: a PUCT search of `game` that grows while a GUI watches."""

@@ -51,23 +51,32 @@ GAME_DIRS = ("/usr/games", "/usr/local/games")  # Debian installs gnugo and pach
 
 
 def network_player(
-    kind: str, checkpoint: Path, cfg: Config, simulations: int, seed: int
+    kind: str,
+    checkpoint: Path,
+    cfg: Config,
+    simulations: int,
+    seed: int,
+    precision: str = "auto",
+    leaves_per_move: int | None = None,
 ) -> RawNetworkPlayer | MctsPlayer:
     """A raw ("raw") or searching ("mcts") player for a checkpoint of cfg's board size.
 
     Its name is the checkpoint's model_id (else the file's stem), with ":raw" for the raw
-    network and "@SIMS" when simulations differ from evaluation.simulations.
+    network and "@SIMS" when simulations differ from evaluation.simulations. ``precision``:
+    the evaluator's (`model.evaluator.Evaluator`); ``leaves_per_move``: the leaves one game's
+    search evaluates at once in `MctsPlayer.genmove` (None: search.leaves_per_game).
     """
     from model.checkpoint import load_checkpoint
     from model.evaluator import Evaluator  # torch is imported only when a network plays
 
     net, metadata = load_checkpoint(checkpoint, expect_board_size=cfg.rules.board_size)
     stem = str(metadata.get("model_id") or checkpoint.stem)
-    evaluator = Evaluator(net)
+    batch = leaves_per_move or cfg.search.leaves_per_game
+    evaluator = Evaluator(net, precision=precision, batch=batch)  # type: ignore[arg-type]
     if kind == "raw":
         return RawNetworkPlayer(evaluator, f"{stem}:raw", seed)
     name = stem if simulations == cfg.evaluation.simulations else f"{stem}@{simulations}"
-    return MctsPlayer(evaluator, cfg, simulations, name, seed)
+    return MctsPlayer(evaluator, cfg, simulations, name, seed, leaves_per_move)
 
 
 class PlayerSpecError(TabulaError):
@@ -86,14 +95,17 @@ def make_player(
     simulations: int | None = None,
     seed: int = 0,
     resolver: Resolver | None = None,
+    precision: str = "auto",
+    leaves_per_move: int | None = None,
 ) -> Any:
     """The player named by `spec` (grammar in the module docstring) for cfg's board and komi.
 
     simulations: MCTS simulations when the spec gives none (``@SIMS`` in the spec wins);
     None means cfg.evaluation.simulations. seed: the player's randomness (random moves, the
     evaluator's dihedral transforms, MCTS tie breaks, a GTP engine's random seed). resolver:
-    turns models:/ URIs into checkpoint paths. Raises PlayerSpecError (and the checkpoint
-    loader's CheckpointError).
+    turns models:/ URIs into checkpoint paths. precision, leaves_per_move: a network
+    player's (`network_player`). Raises PlayerSpecError (and the checkpoint loader's
+    CheckpointError).
     """
     spec = spec.strip()
     if not spec:
@@ -111,7 +123,9 @@ def make_player(
     path, sims = _split_simulations(spec, rest, kind)
     checkpoint = _checkpoint_path(spec, path, resolver)
     default_sims = simulations if simulations is not None else cfg.evaluation.simulations
-    return network_player(kind, checkpoint, cfg, sims or default_sims, seed)
+    return network_player(
+        kind, checkpoint, cfg, sims or default_sims, seed, precision, leaves_per_move
+    )
 
 
 def resolve_command(command: str) -> list[str]:

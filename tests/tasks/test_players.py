@@ -126,3 +126,75 @@ def test_each_side_of_a_match_can_have_its_own_config(
     ]
     with pytest.raises(ArenaError, match="rules"):
         run_match(spec, spec, 2, puct, player_cfgs=(puct, config5("rules.komi=7.5")))
+
+
+def _genmove_player(cfg: Config, leaves: int | None = None, seed: int = 0):
+    from tabula.players import MctsPlayer
+    from tests.helpers.mcts import hashed
+
+    batches: list[int] = []
+
+    def evaluate(planes, rng=None):
+        batches.append(len(planes))
+        return hashed(planes, rng)
+
+    return MctsPlayer(evaluate, cfg, 32, "p", seed, leaves_per_move=leaves), batches
+
+
+@pytest.mark.parametrize("algorithm", ["puct", "gumbel"])
+def test_genmove_keeps_its_tree_while_the_game_goes_on(algorithm: str) -> None:
+    cfg = load_config(None, ["rules.board_size=5", f"search.algorithm={algorithm}"])
+    player, _ = _genmove_player(cfg)
+    game = Game(5, cfg.rules.komi)
+    game.play(player.genmove(game, 1), 1)
+    player.genmove(game, -1)  # the position the last search chose: its subtree is kept
+    assert player._one.move_number(0) == 1
+    if algorithm == "puct":  # (Gumbel's root counts start afresh; its subtrees are kept)
+        assert player._one.roots([0]).visits[0].sum() > 32
+    # Another position (a new game) starts afresh, with only this search's visits.
+    player.genmove(Game(5, cfg.rules.komi), 1)
+    assert player._one.move_number(0) == 0
+    assert player._one.roots([0]).visits[0].sum() == 32
+    # Two moves of one colour in a row cannot be followed: a fresh tree at the position.
+    game = Game(5, cfg.rules.komi)
+    game.play(player.genmove(game, 1), 1)
+    game.play(next(m for m in range(25) if game.is_legal(m)), 1)
+    player.genmove(game, 1)
+    assert player._one.move_number(0) == 2
+    assert player._one.roots([0]).visits[0].sum() == 32
+
+
+def test_genmove_with_a_kept_tree_is_reproducible(cfg5: Config) -> None:
+    def moves() -> list[int]:
+        player, _ = _genmove_player(cfg5, seed=3)
+        game, played = Game(5, cfg5.rules.komi), []
+        for colour in (1, -1, 1, -1, 1, -1):
+            move = player.genmove(game, colour)
+            game.play(move, colour)
+            played.append(move)
+        return played
+
+    assert moves() == moves()
+
+
+def test_genmove_evaluates_its_leaves_together(cfg5: Config) -> None:
+    player, batches = _genmove_player(cfg5, leaves=8)
+    player.genmove(Game(5, cfg5.rules.komi), 1)
+    assert max(batches) == 8 and len(batches) < 32 // 2
+    player, batches = _genmove_player(cfg5)
+    player.genmove(Game(5, cfg5.rules.komi), 1)
+    assert max(batches) == cfg5.search.leaves_per_game
+
+
+def test_the_fastest_precision_is_measured_not_assumed(tiny_checkpoint: Path) -> None:
+    from model.checkpoint import load_checkpoint
+    from model.evaluator import Evaluator, fastest_precision, native_bf16
+
+    net, _ = load_checkpoint(tiny_checkpoint)
+    evaluator = Evaluator(net, precision="fastest", batch=4)
+    if native_bf16("cpu"):
+        assert fastest_precision(evaluator, 4) in ("fp32", "bf16")
+    else:  # emulated bf16 is never a candidate
+        assert evaluator.bf16 is False
+    priors, values = evaluator(Game(net.board_size, 7.5).features()[None])
+    assert priors.shape == (1, net.board_size**2 + 1) and abs(float(values[0])) <= 1.0
