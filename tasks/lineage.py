@@ -29,7 +29,7 @@ from tasks.run.faults import kill_point
 from tasks.run.layout import RunLayout
 from tasks.run.markers import finished
 from tasks.run.records import EvaluationRecord, Stage, TrainRecord
-from tasks.versioning import commit_stage, record_on_run_branch, write_stage_file
+from tasks.versioning import commit_stage, record_on_run_branch, run_branches, write_stage_file
 
 PARAMS = "../params.yaml"
 
@@ -123,6 +123,9 @@ def write_iteration_stages(layout: RunLayout, plan: IterationPlan) -> Path:
     return path
 
 
+#: An iteration's files on its run branch: its stage file and lock, what DVC keeps out of git,
+#: and its stage markers.
+LINEAGE_FILES = ("dvc.yaml", "dvc.lock", ".gitignore", "state/*.json")
 LOSS_COLUMNS = ["iteration", "step", "loss", "policy_loss", "value_loss"]
 ELO_COLUMNS = ["iteration", "elo", "low", "high"]
 REPORTS_HEADER = (
@@ -170,9 +173,29 @@ def _elo_row(metrics: dict[str, Any]) -> dict[str, Any]:
             "low": metrics["elo_low"], "high": metrics["elo_high"]}  # fmt: skip
 
 
+#: `_iteration_metrics` by (train marker, evaluate marker) and their (mtime, size): the reports
+#: are rewritten after every iteration from every iteration's records, and a finished
+#: iteration's records do not change, so each is decoded once per process.
+_METRICS: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
 def _iteration_metrics(layout: RunLayout, i: int) -> dict[str, Any] | None:
     """Iteration i's numbers (None before it has trained and been evaluated): its global step
     and losses, Elo with interval, gate win rate, score and margin against each anchor."""
+    markers = [layout.marker(i, s.marker_name()) for s in (Stage.TRAIN, Stage.EVALUATE)]
+    try:
+        key = tuple((str(m), m.stat().st_mtime_ns, m.stat().st_size) for m in markers)
+    except FileNotFoundError:
+        return None
+    if key not in _METRICS:
+        metrics = _read_iteration_metrics(layout, i)
+        if metrics is None:
+            return None
+        _METRICS[key] = metrics
+    return dict(_METRICS[key])
+
+
+def _read_iteration_metrics(layout: RunLayout, i: int) -> dict[str, Any] | None:
     train = finished(layout, i, Stage.TRAIN, TrainRecord)
     evaluation = finished(layout, i, Stage.EVALUATE, EvaluationRecord)
     if train is None or evaluation is None:
@@ -269,14 +292,17 @@ def record_lineage(layout: RunLayout, iteration: int, message: str) -> str | Non
     kill_point("lineage")
     root = layout.root
     reports = write_run_reports(layout, iteration) if iteration > 0 else []
+    # The branch holds every iteration its earlier records committed, and a closed iteration's
+    # files no longer change: so this one and the one before (which a resume mends) are enough,
+    # and the cost stays flat as the run grows. The branch's first record takes them all.
+    recorded = layout.run in run_branches(layout.project)
+    recent = [f"iter-{j:04d}" for j in (iteration - 1, iteration) if j >= 0]
+    folders = recent if recorded else ["iter-*"]
     files = [
         *reports,
         layout.params,
         layout.champion,
-        *root.glob("iter-*/dvc.yaml"),
-        *root.glob("iter-*/dvc.lock"),
-        *root.glob("iter-*/.gitignore"),
-        *root.glob("iter-*/state/*.json"),
+        *(p for folder in folders for name in LINEAGE_FILES for p in root.glob(f"{folder}/{name}")),
         layout.project / ".dvc" / "config",
         layout.project / ".dvcignore",
     ]
