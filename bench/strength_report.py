@@ -38,8 +38,7 @@ def add_elo(
     fit = fit_ratings(results, anchors=anchors) if results else {}
     for row in rows:
         for point in row["checkpoints"].values():
-            r = fit.get(point["player"])
-            point["elo"] = None if r is None else {"elo": r.elo, "low": r.low, "high": r.high}
+            point["elo"] = _elo(fit.get(point["player"]))
     for pair in pairs:
         a, b = (fit.get(p) for p in pair["players"])
         pair["elo_gap"] = None if a is None or b is None else a.elo - b.elo
@@ -49,9 +48,13 @@ def add_elo(
     deep_fit = fit_ratings(deep, anchors=anchors) if deep else {}
     for row in rows:
         if row.get("deep"):
-            r = deep_fit.get(row["deep"]["player"])
-            row["deep"]["elo"] = None if r is None else {"elo": r.elo, "low": r.low, "high": r.high}
+            row["deep"]["elo"] = _elo(deep_fit.get(row["deep"]["player"]))
     return anchors
+
+
+def _elo(r: Any) -> dict[str, float] | None:
+    """A fitted rating as the JSON keeps it (None: not rated)."""
+    return None if r is None else {"elo": r.elo, "low": r.low, "high": r.high}
 
 
 def extrapolate(
@@ -148,8 +151,6 @@ def table(rows: list[dict[str, Any]], budget: str, simulations: int) -> Table:
     for row in rows:
         best = row["checkpoints"].get(str(row["champion"]), {})
         matches = best.get("matches", [])
-        first = matches[0] if matches else None
-        elo = best.get("elo")
         t.add_row(
             row["config"] + (f" (failed: {row['failed']})" if row["failed"] else ""),
             f"{row['cpu_s'] / CORE_HOUR:.2f}",
@@ -158,12 +159,21 @@ def table(rows: list[dict[str, Any]], budget: str, simulations: int) -> Table:
             f"{row['games']:,}",
             f"{row['positions']:,}",
             str(row["champion"]),
-            _pct(first) if first else "—",
-            "—" if not first or first["mean_margin"] is None else f"{first['mean_margin']:+.1f}",
-            ", ".join(f"l{m['level']}: {_pct(m)}" for m in matches[1:]) or "—",
-            "—" if not elo else f"{elo['elo']:+.0f} [{elo['low']:+.0f}, {elo['high']:+.0f}]",
+            *_ladder_cells(matches, best.get("elo")),
         )
     return t
+
+
+def _ladder_cells(matches: list[dict[str, Any]], elo: dict[str, float] | None) -> list[str]:
+    """A champion's ladder as the tables show it: level 1 (95%), its margin, the higher
+    levels, the fitted Elo."""
+    first = matches[0] if matches else None
+    return [
+        _pct(first) if first else "—",
+        "—" if not first or first["mean_margin"] is None else f"{first['mean_margin']:+.1f}",
+        ", ".join(f"l{m['level']}: {_pct(m)}" for m in matches[1:]) or "—",
+        "—" if not elo else f"{elo['elo']:+.0f} [{elo['low']:+.0f}, {elo['high']:+.0f}]",
+    ]
 
 
 def deep_table(rows: list[dict[str, Any]], budget: str, simulations: int) -> Table:
@@ -174,17 +184,8 @@ def deep_table(rows: list[dict[str, Any]], budget: str, simulations: int) -> Tab
         t.add_column(column)
     for row in rows:
         deep = row.get("deep") or {}
-        matches = deep.get("matches", [])
-        first = matches[0] if matches else None
-        elo = deep.get("elo")
-        t.add_row(
-            row["config"],
-            str(row["champion"]),
-            _pct(first) if first else "—",
-            "—" if not first or first["mean_margin"] is None else f"{first['mean_margin']:+.1f}",
-            ", ".join(f"l{m['level']}: {_pct(m)}" for m in matches[1:]) or "—",
-            "—" if not elo else f"{elo['elo']:+.0f} [{elo['low']:+.0f}, {elo['high']:+.0f}]",
-        )
+        cells = _ladder_cells(deep.get("matches", []), deep.get("elo"))
+        t.add_row(row["config"], str(row["champion"]), *cells)
     return t
 
 

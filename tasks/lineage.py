@@ -184,7 +184,7 @@ def _iteration_metrics(layout: RunLayout, i: int) -> dict[str, Any] | None:
     and losses, Elo with interval, gate win rate, score and margin against each anchor."""
     markers = [layout.marker(i, s.marker_name()) for s in (Stage.TRAIN, Stage.EVALUATE)]
     try:
-        key = tuple((str(m), m.stat().st_mtime_ns, m.stat().st_size) for m in markers)
+        key = tuple((str(m), st.st_mtime_ns, st.st_size) for m in markers for st in [m.stat()])
     except FileNotFoundError:
         return None
     if key not in _METRICS:
