@@ -135,7 +135,7 @@ def settle_heap() -> None:
     are loaded, and a few thousand more with each iteration (the libraries' caches: Prefect's
     event resources, torch's fake-tensor dispatch cache, fsspec's file systems). Python's full
     collection walks them all, several times an iteration: measured with `bench.bookkeeping`,
-    an iteration's bookkeeping grew from 1.2 to 3.5 CPU-seconds between iterations 10 and 150.
+    an iteration's bookkeeping grew from 1.2 CPU-seconds (iterations 6-10) to 3.3 (146-150).
     Frozen objects (``gc.freeze``) are skipped by the collector, so each collection walks only
     what the current iteration made. (What was alive at an iteration's end and later becomes
     part of a reference cycle is never freed: a little memory, against CPU that grew with the
