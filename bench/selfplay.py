@@ -1,13 +1,14 @@
 """Self-play throughput against the network alone and against a one-leaf-at-a-time search.
 
 Usage: ``python -m bench.selfplay [--json PATH] [--seconds S] [--rounds R] [--threads T]
-[--device auto|cpu|cuda] [--configs quick,19x19,puct,gumbel,caps]``
+[--device auto|cpu|cuda] [--configs quick,19x19,puct,gumbel,caps,paper]``
 
 For the 9x9 quick start (configs/quickstart.yaml: since it took the laptop preset, the Gumbel
 search with playout caps at 0.25) and a small 19x19 net (4x32, the paper's PUCT search) by
 default, and each of the laptop preset's search options alone when asked (``puct``: the paper's
 search, every move in full, as the quick start was before; ``gumbel``: the Gumbel search, every
-move in full; ``caps``: PUCT with playout caps at 0.25), in one run:
+move in full; ``caps``: PUCT with playout caps at 0.25; ``paper``: the paper's 19x19 network, 19
+residual blocks of 256 filters, for a GPU), in one run:
 
 - (a) the network alone: positions/s of `model.evaluator.Evaluator` at the batch size
   self-play uses (``concurrent_games * leaves_per_game``, capped by ``batch_size``);
@@ -217,6 +218,19 @@ CONFIGS = {
     "puct": ("9x9 PUCT", PAPER_SEARCH),
     "gumbel": ("9x9 Gumbel search", ("search.algorithm=gumbel", FULL_SEARCH)),
     "caps": ("9x9 PUCT, playout caps", (PUCT, "selfplay.full_search_fraction=0.25")),
+    "paper": (
+        "19x19 19x256 (the paper's network, PUCT, 8 leaves)",
+        (
+            "rules.board_size=19",
+            "network.blocks=19",
+            "network.filters=256",
+            "network.value_hidden=256",
+            "network.aux_heads=false",
+            *PAPER_SEARCH,
+            "search.leaves_per_game=8",
+            "selfplay.batch_size=512",
+        ),
+    ),
 }
 
 

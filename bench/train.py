@@ -1,6 +1,7 @@
 """Training throughput: Lightning's fit loop vs a hand-written PyTorch loop, and the data path.
 
-Usage: ``python -m bench.train [--json PATH] [--steps S] [--rounds R] [--bf16] [--threads T]``
+Usage: ``python -m bench.train [--json PATH] [--steps S] [--rounds R] [--bf16] [--threads T]
+[--device auto|cpu|cuda] [--board N --blocks B --filters F]``
 
 1. Loops. The same network (quick start: 9x9, 4 blocks x 32 filters), batch (256), precision
    and pre-built batches, the same loss (``model.system.alphago_zero_loss``: value + policy +
@@ -17,6 +18,10 @@ hook and is subtracted from Lightning's step), so load from other processes hits
 a Lightning step spans batch start to next batch start (fetch, hooks, metric flushes included).
 Rates come from the median step; the ratio is also given on the fastest 10% of steps. Figures
 are ratios measured in the same run; nothing here asserts on time.
+
+``--device cuda`` trains both loops on the GPU (batches are moved there per step, as Lightning
+moves them; the clock waits for the GPU at every step boundary, so a step's time is its own);
+``--board/--blocks/--filters`` change the network's shape (e.g. 19, 20, 256: the paper's).
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
 import tempfile
 import time
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +48,9 @@ from torch.utils.data import DataLoader
 from model.datamodule import ShardDataModule, synthetic_records
 from model.network import PolicyValueNet
 from model.shards import write_shard
-from model.system import AlphaZeroSystem, alphago_zero_loss, lr_at
-from tasks.train import LOG_EVERY_N_STEPS
+from model.system import LOG_EVERY_N_STEPS, AlphaZeroSystem, alphago_zero_loss, lr_at
 
-N, BLOCKS, FILTERS, HIDDEN = 9, 4, 32, 256
+HIDDEN = 256
 SCHEDULE = ([570, 860], [1e-2, 1e-3, 1e-4])  # the quick-start preset
 MOMENTUM, C = 0.9, 1e-4
 
@@ -52,21 +58,38 @@ warnings.filterwarnings("ignore", ".*does not have many workers.*")
 warnings.filterwarnings("ignore", ".*treespec.*")
 
 
-def _net() -> PolicyValueNet:
+@dataclass(frozen=True)
+class Shape:
+    """The network trained, and where: the quick start's 9x9 4x32 by default."""
+
+    board: int = 9
+    blocks: int = 4
+    filters: int = 32
+    device: str = "cpu"
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":  # a step's clock stops when its kernels are done, not when queued
+        torch.cuda.synchronize()
+
+
+def _net(shape: Shape) -> PolicyValueNet:
     torch.manual_seed(0)  # channels_last as AlphaZeroSystem does by default
-    return PolicyValueNet(N, BLOCKS, FILTERS, HIDDEN).to(memory_format=torch.channels_last)
+    net = PolicyValueNet(shape.board, shape.blocks, shape.filters, HIDDEN)
+    return net.to(shape.device, memory_format=torch.channels_last)
 
 
-def hand_steps(batches: list, bf16: bool) -> Iterator[None]:
+def hand_steps(batches: list, bf16: bool, shape: Shape) -> Iterator[None]:
     """A plain PyTorch loop doing what AlphaZeroSystem does; yields after every step."""
-    net = _net().train()
+    net = _net(shape).train()
     params = list(net.parameters())
     opt = torch.optim.SGD(params, lr=SCHEDULE[1][0], momentum=MOMENTUM, weight_decay=0.0)
-    sums, count = torch.zeros(3), 0
+    sums, count = torch.zeros(3, device=shape.device), 0
     for step, (planes, pi, z) in enumerate(batches):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, *SCHEDULE)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        planes, pi, z = (t.to(shape.device, non_blocking=True) for t in (planes, pi, z))
+        with torch.autocast(shape.device, dtype=torch.bfloat16, enabled=bf16):
             logits, value = net(planes.float().contiguous(memory_format=torch.channels_last))
             terms = alphago_zero_loss(logits, value, pi, z, params, C)
             loss = terms[0] + terms[1] + terms[2]
@@ -90,20 +113,25 @@ class _Paired(pl.Callback):
     metric flushes included) minus the embedded hand step, so both loops run under the same load.
     """
 
-    def __init__(self, hand: Iterator[None]) -> None:
+    def __init__(self, hand: Iterator[None], device: str) -> None:
         self.hand = hand
+        self.device = device
         self.starts: list[float] = []
         self.hand_s: list[float] = []
 
     def on_train_batch_start(self, *args: Any) -> None:
+        _sync(self.device)
         self.starts.append(time.perf_counter())
 
     def on_train_batch_end(self, *args: Any) -> None:
+        _sync(self.device)
         t0 = time.perf_counter()
         next(self.hand)
+        _sync(self.device)
         self.hand_s.append(time.perf_counter() - t0)
 
     def on_train_epoch_end(self, *args: Any) -> None:
+        _sync(self.device)
         self.starts.append(time.perf_counter())
 
     def lightning_s(self) -> list[float]:
@@ -123,14 +151,16 @@ class _DiscardLogger(pl.loggers.Logger):
         pass
 
 
-def paired_loops(batches: list, warm: int, bf16: bool) -> tuple[list[float], list[float]]:
+def paired_loops(
+    batches: list, warm: int, bf16: bool, shape: Shape
+) -> tuple[list[float], list[float]]:
     """Per-step seconds (hand loop, Lightning fit) after ``warm`` steps, interleaved step by
     step; Lightning is configured as ``tasks.train`` configures it."""
     torch.manual_seed(0)
     system = AlphaZeroSystem(
-        N,
-        BLOCKS,
-        FILTERS,
+        shape.board,
+        shape.blocks,
+        shape.filters,
         HIDDEN,
         lr_boundaries=SCHEDULE[0],
         lr_values=SCHEDULE[1],
@@ -138,9 +168,9 @@ def paired_loops(batches: list, warm: int, bf16: bool) -> tuple[list[float], lis
         weight_decay=C,
         log_every_n_steps=LOG_EVERY_N_STEPS,
     )
-    paired = _Paired(hand_steps(batches, bf16))
+    paired = _Paired(hand_steps(batches, bf16, shape), shape.device)
     trainer = pl.Trainer(
-        accelerator="cpu",
+        accelerator=shape.device,
         devices=1,
         max_epochs=1,
         precision="bf16-mixed" if bf16 else "32-true",
@@ -167,12 +197,16 @@ def data_path(dm: ShardDataModule) -> list[float]:
     return [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
 
 
-def _data(tmp: Path, batch: int, steps: int) -> ShardDataModule:
+def _data(tmp: Path, board: int, batch: int, steps: int) -> ShardDataModule:
     for w in range(4):  # 4 shards x 100 games x 60 positions: 24k positions
-        write_shard(tmp / f"worker-{w}.parquet", synthetic_records(N, 100, 60, seed=w))
-    dm = ShardDataModule([tmp], N, batch, steps, seed=0)
+        write_shard(tmp / f"worker-{w}.parquet", synthetic_records(board, 100, 60, seed=w))
+    dm = ShardDataModule([tmp], board, batch, steps, seed=0)
     dm.setup("fit")
     return dm
+
+
+def _device_name(device: str) -> str:
+    return torch.cuda.get_device_name() if device == "cuda" else "CPU"
 
 
 def _stats(seconds: list[float]) -> dict[str, float]:
@@ -180,15 +214,15 @@ def _stats(seconds: list[float]) -> dict[str, float]:
     return {"median_s": statistics.median(seconds), "p10_s": q[0], "steps": len(seconds)}
 
 
-def run(steps: int, rounds: int, bf16: bool, batch: int) -> dict[str, Any]:
+def run(steps: int, rounds: int, bf16: bool, batch: int, shape: Shape) -> dict[str, Any]:
     warm = max(5, steps // 10)
     with tempfile.TemporaryDirectory() as tmp:
-        dm = _data(Path(tmp), batch, steps + warm)
+        dm = _data(Path(tmp), shape.board, batch, steps + warm)
         batches = list(dm.train_dataloader())  # the same batches for both loops
         torch.use_deterministic_algorithms(True)
         times: dict[str, list[float]] = {"hand": [], "lightning": [], "data": []}
         for _ in range(rounds):
-            hand, light = paired_loops(batches, warm, bf16)
+            hand, light = paired_loops(batches, warm, bf16, shape)
             times["hand"] += hand
             times["lightning"] += light
             times["data"] += data_path(dm)
@@ -196,9 +230,11 @@ def run(steps: int, rounds: int, bf16: bool, batch: int) -> dict[str, Any]:
     hand, light, data = st["hand"], st["lightning"], st["data"]
     return {
         "config": {
-            "board_size": N,
-            "blocks": BLOCKS,
-            "filters": FILTERS,
+            "board_size": shape.board,
+            "blocks": shape.blocks,
+            "filters": shape.filters,
+            "device": shape.device,
+            "device_name": _device_name(shape.device),
             "batch": batch,
             "precision": "bf16-mixed" if bf16 else "fp32",
             "channels_last": True,
@@ -225,7 +261,7 @@ def show(result: dict[str, Any]) -> None:
     c = result["config"]
     table = Table(
         title=f"training, {c['board_size']}x{c['board_size']} {c['blocks']}x"
-        f"{c['filters']}, batch {c['batch']}, {c['precision']}, "
+        f"{c['filters']}, batch {c['batch']}, {c['precision']}, {c['device_name']}, "
         f"{c['torch_threads']} threads (median step of {c['rounds']} rounds)"
     )
     for col in ("path", "steps/s", "samples/s", "ratio", "ratio, fastest 10%", "goal"):
@@ -262,10 +298,23 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast in both loops")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                        help="auto: CUDA if present")  # fmt: skip
+    parser.add_argument("--board", type=int, default=9)
+    parser.add_argument("--blocks", type=int, default=4)
+    parser.add_argument("--filters", type=int, default=32)
     args = parser.parse_args()
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    elif device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device")
+    if device == "cuda":  # deterministic cuBLAS, as torch.use_deterministic_algorithms asks
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.set_num_threads(args.threads)
     logging.getLogger("pytorch_lightning").setLevel(logging.WARNING)  # no per-fit banners
-    result = run(args.steps, args.rounds, args.bf16, args.batch)
+    shape = Shape(args.board, args.blocks, args.filters, device)
+    result = run(args.steps, args.rounds, args.bf16, args.batch, shape)
     show(result)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -45,6 +45,8 @@ import torch.nn.functional as F
 from model.network import PolicyValueNet
 
 #: Order of the loss terms in the running sums and in ``final_losses`` (then the aux terms).
+#: Steps between logged metrics, as ``tasks.train`` and ``bench.train`` run Lightning.
+LOG_EVERY_N_STEPS = 10
 LOSS_NAMES = ("value", "policy", "l2")
 AUX_LOSS_NAMES = ("ownership", "score")
 

@@ -54,7 +54,7 @@ from model.datamodule import ShardDataModule
 from model.evaluator import native_bf16, set_threads
 from model.files import atomic_path, file_sha256
 from model.network import config_network_args, network_args, weights_sha256
-from model.system import AlphaZeroSystem, lr_at
+from model.system import LOG_EVERY_N_STEPS, AlphaZeroSystem, lr_at
 from tabula.config import Config
 from tabula.errors import TabulaError
 from tabula.plan import TrainSpec, sized_steps, torch_threads
@@ -66,8 +66,6 @@ from tasks.versioning import code_commit, status
 from tasks.watch import reporting
 
 CKPT_NAME = "train.ckpt"
-#: Steps between logged metrics (losses are means over the window; see model.system).
-LOG_EVERY_N_STEPS = 10
 
 
 class TrainError(TabulaError, ValueError):
