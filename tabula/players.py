@@ -23,6 +23,18 @@ from tabula.gtp import Player
 from tabula.mcts import BatchedMCTS, Evaluate, SearchError, SearchParams
 from tabula.mcts.analysis import Analysis
 
+#: One game's search (`MctsPlayer.genmove`, what `tabula gtp` plays) evaluates this many leaves
+#: a network batch from ``DEEP_FROM`` simulations up. `python -m bench.genmove`'s head-to-head
+#: (the same network both sides, 100 games from seeded openings, 2026-11-26): at 400
+#: simulations 16 leaves beat 4 by 67% [57%, 75%] at half the CPU a move; at 64, 16 leaves won
+#: 44% [35%, 54%], no gain, so shallower searches keep ``search.leaves_per_game``.
+DEEP_LEAVES, DEEP_FROM = 16, 400
+
+
+def genmove_leaves(simulations: int, leaves_per_game: int) -> int:
+    """The leaves a network batch of one game's search of ``simulations``, by default."""
+    return max(DEEP_LEAVES, leaves_per_game) if simulations >= DEEP_FROM else leaves_per_game
+
 
 class RandomPlayer:
     """Uniform among legal moves, except moves that fill a single-point eye of its own colour.
@@ -146,10 +158,11 @@ class MctsPlayer:
         self.max_concurrent: int | None = None
         self.params = SearchParams.from_config(cfg, simulations=simulations, noise=False)
         # One game's search (`genmove`): its leaves evaluated `leaves_per_move` at a time (one
-        # network batch), where matches batch the leaves of many games.
-        self._one_params = self.params if leaves_per_move is None else SearchParams(
+        # network batch; None: `genmove_leaves`), where matches batch the leaves of many games.
+        leaves = leaves_per_move or genmove_leaves(simulations, self.params.config.leaves_per_game)
+        self._one_params = SearchParams(
             self.params.config, noise=False, random_symmetry=self.params.random_symmetry,
-            leaves_per_game=leaves_per_move,
+            leaves_per_game=leaves,
         )  # fmt: skip
         self._one: BatchedMCTS | None = None
         self._one_at: tuple[list[tuple[int, int]], int] = ([], 1)  # searched: history, to play

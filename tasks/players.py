@@ -44,7 +44,13 @@ from typing import Any
 
 from tabula.config import Config
 from tabula.errors import TabulaError
-from tabula.players import MctsPlayer, RandomPlayer, RawNetworkPlayer, SequentialPlayer
+from tabula.players import (
+    MctsPlayer,
+    RandomPlayer,
+    RawNetworkPlayer,
+    SequentialPlayer,
+    genmove_leaves,
+)
 from tasks.engines import GtpPlayer
 
 GAME_DIRS = ("/usr/games", "/usr/local/games")  # Debian installs gnugo and pachi here
@@ -64,14 +70,14 @@ def network_player(
     Its name is the checkpoint's model_id (else the file's stem), with ":raw" for the raw
     network and "@SIMS" when simulations differ from evaluation.simulations. ``precision``:
     the evaluator's (`model.evaluator.Evaluator`); ``leaves_per_move``: the leaves one game's
-    search evaluates at once in `MctsPlayer.genmove` (None: search.leaves_per_game).
+    search evaluates at once in `MctsPlayer.genmove` (None: `tabula.players.genmove_leaves`).
     """
     from model.checkpoint import load_checkpoint
     from model.evaluator import Evaluator  # torch is imported only when a network plays
 
     net, metadata = load_checkpoint(checkpoint, expect_board_size=cfg.rules.board_size)
     stem = str(metadata.get("model_id") or checkpoint.stem)
-    batch = leaves_per_move or cfg.search.leaves_per_game
+    batch = leaves_per_move or genmove_leaves(simulations, cfg.search.leaves_per_game)
     evaluator = Evaluator(net, precision=precision, batch=batch)  # type: ignore[arg-type]
     if kind == "raw":
         return RawNetworkPlayer(evaluator, f"{stem}:raw", seed)

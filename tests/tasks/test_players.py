@@ -128,7 +128,7 @@ def test_each_side_of_a_match_can_have_its_own_config(
         run_match(spec, spec, 2, puct, player_cfgs=(puct, config5("rules.komi=7.5")))
 
 
-def _genmove_player(cfg: Config, leaves: int | None = None, seed: int = 0):
+def _genmove_player(cfg: Config, leaves: int | None = None, seed: int = 0, simulations: int = 32):
     from tabula.players import MctsPlayer
     from tests.helpers.mcts import hashed
 
@@ -138,7 +138,7 @@ def _genmove_player(cfg: Config, leaves: int | None = None, seed: int = 0):
         batches.append(len(planes))
         return hashed(planes, rng)
 
-    return MctsPlayer(evaluate, cfg, 32, "p", seed, leaves_per_move=leaves), batches
+    return MctsPlayer(evaluate, cfg, simulations, "p", seed, leaves_per_move=leaves), batches
 
 
 @pytest.mark.parametrize("algorithm", ["puct", "gumbel"])
@@ -184,6 +184,13 @@ def test_genmove_evaluates_its_leaves_together(cfg5: Config) -> None:
     player, batches = _genmove_player(cfg5)
     player.genmove(Game(5, cfg5.rules.komi), 1)
     assert max(batches) == cfg5.search.leaves_per_game
+    # A deep search batches 16 leaves unless told otherwise (`tabula.players.genmove_leaves`).
+    player, batches = _genmove_player(cfg5, simulations=400)
+    player.genmove(Game(5, cfg5.rules.komi), 1)
+    assert cfg5.search.leaves_per_game < 16 and max(batches) == 16
+    player, batches = _genmove_player(cfg5, leaves=2, simulations=400)
+    player.genmove(Game(5, cfg5.rules.komi), 1)
+    assert max(batches) == 2
 
 
 def test_the_fastest_precision_is_measured_not_assumed(tiny_checkpoint: Path) -> None:
