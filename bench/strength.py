@@ -21,11 +21,12 @@ games at ``--simulations``) on the same scale.
 Last, the champions of every pair of configs play ``--h2h-games`` games against each other:
 while GnuGo wins every game, that is the only measure of which config learned more.
 
-Ladder games follow `bench/ladder.py`'s protocol: komi 7.5, Tromp-Taylor scoring, GnuGo with
-``--chinese-rules --positional-superko --capture-all-dead``, every game from a seeded opening
-with colours swapped in pairs, our side an MCTS player at ``--simulations`` with its config's
-search (PUCT, or Gumbel for the configs that train with it), up to ``LADDER_GAMES_AT_ONCE``
-games at once (one GnuGo process each, our side batched across them). Elo is fitted over every
+Ladder games (`bench/strength_games.py`) follow `bench/ladder.py`'s protocol: komi 7.5,
+Tromp-Taylor scoring, GnuGo with ``--chinese-rules --positional-superko --capture-all-dead``,
+every game from a seeded opening with colours swapped in pairs, our side an MCTS player at
+``--simulations`` with its config's search (PUCT, or Gumbel for the configs that train with
+it), up to ``LADDER_GAMES_AT_ONCE`` games at once (one GnuGo process each, our side batched
+across them). Elo is fitted over every
 ladder and head-to-head game with the GnuGo levels held at the offsets `bench/ladder.py`
 measured (`tabula.ladder.GNUGO_ELO_9X9`; GnuGo level 1 = 0), so figures of different runs and
 budgets share one scale.
@@ -68,9 +69,9 @@ from rich.console import Console
 
 from bench.ladder import side_summary
 from bench.strength_configs import CONFIGS, Entry
+from bench.strength_games import climb, play_ladder, play_match
 from bench.strength_report import (
     DEEP_LADDER,
-    LEVELS,
     add_elo,
     deep_table,
     extrapolate,
@@ -83,15 +84,11 @@ from cli.clone import empty_project
 from model.files import write_json
 from tabula.config import Config, load_config
 from tabula.errors import TabulaError, first_line
-from tabula.ladder import gnugo_spec
-from tabula.openings import match_openings
-from tasks.evaluate import run_match
 from tasks.run.budget import read_budget
 from tasks.run.cputime import CORE_HOUR, run_measured
 from tasks.run.layout import RunLayout
 from tasks.run.markers import champion, finished
 from tasks.run.records import SelfplayRecord, Stage
-from tasks.run.results import load_results
 from tasks.run.summary import learning_share
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,10 +97,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # today's spends about 0.14 (511 CPU-s with one GnuGo match, README), so `quick` gives it 7
 # iterations.
 BUDGETS = {"quick": 0.2, "1ch": 1.0, "4ch": 4.0}
-# Ladder games played at once. Our side's network batches grow with it: 16 games of a 4x32
-# checkpoint at 64 simulations cost 8.2 CPU-s a game against 15.8 at 4 at once (measured side
-# by side on a busy 2-core machine, GnuGo's share about 0.8 CPU-s a game either way).
-LADDER_GAMES_AT_ONCE = 16
 # The CLI of this checkout (not the installed entry point), so a benchmark run from a git
 # worktree trains with that worktree's code.
 TABULA = [sys.executable, "-c", "import cli; cli.app()"]
@@ -191,36 +184,7 @@ def stage_split(state: dict) -> tuple[dict[str, float], float | None]:
     return stages, learning_share(stages)
 
 
-# -- the ladder ---------------------------------------------------------------------------------
-
-
-def _play(
-    match_id: str,
-    specs: tuple[str, str],
-    games: int,
-    cfg: Config,
-    store: Path,
-    seed: int,
-    player_cfgs: tuple[Config, Config] | None = None,
-) -> list[dict[str, Any]]:
-    """The store's rows of match ``match_id``, after playing the games it still lacks."""
-    rows = [r for r in load_results(store) if r["match_id"] == match_id] if store.exists() else []
-    if len(rows) < games:
-        openings = match_openings(cfg.rules.board_size, games, 2)
-        run_match(*specs, games - len(rows), cfg, store=store, seed=seed, match_id=match_id,
-                  concurrent=LADDER_GAMES_AT_ONCE, openings=openings, start=len(rows),
-                  player_cfgs=player_cfgs)  # fmt: skip
-        rows = [r for r in load_results(store) if r["match_id"] == match_id]
-    return rows
-
-
-def play_ladder(
-    player: str, spec: str, level: int, games: int, cfg: Config, store: Path, seed: int
-) -> dict[str, Any]:
-    """``games`` games of ``spec`` against GnuGo ``level`` (resumed from the store)."""
-    match_id = f"{player.replace('/', '-')}-vs-gnugo-l{level}"
-    rows = _play(match_id, (spec, gnugo_spec(level)), games, cfg, store, seed)
-    return {"level": level, **side_summary(rows, player)}
+# -- rating the runs ---------------------------------------------------------------------------
 
 
 def _layout(work: Path, name: str) -> RunLayout:
@@ -256,7 +220,7 @@ def head_to_head(
     for k, first in enumerate(ready):
         for second in ready[k + 1 :]:
             (a, a_spec, a_cfg), (b, b_spec, b_cfg) = players[first], players[second]
-            games = _play(f"{first}-vs-{second}", (a_spec, b_spec), args.h2h_games, a_cfg,
+            games = play_match(f"{first}-vs-{second}", (a_spec, b_spec), args.h2h_games, a_cfg,
                           workdir / "head-to-head", seed=k, player_cfgs=(a_cfg, b_cfg))  # fmt: skip
             pairs.append({"first": first, "second": second, "players": [a, b],
                           **side_summary(games, a), "elo_gap": None})  # fmt: skip
@@ -328,20 +292,6 @@ def rate_config(
         },
         "deep": deep,
     }
-
-
-def climb(
-    player: str, spec: str, games: int, cfg: Config, store: Path, seed: int
-) -> list[dict[str, Any]]:
-    """``games`` games against each GnuGo level of the ladder, from level 1 up while the
-    player wins more than half."""
-    matches = []
-    for level in LEVELS:
-        result = play_ladder(player, spec, level, games, cfg, store, seed)
-        matches.append(result)
-        if (result["win_rate"] or 0.0) <= 0.5:
-            break
-    return matches
 
 
 def main() -> None:
