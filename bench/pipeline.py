@@ -48,8 +48,8 @@ from typing import Any
 from unittest.mock import patch
 
 from rich.console import Console
-from rich.table import Table
 
+from bench.pipeline_tables import dask_table, overhead_table
 from cli.clone import empty_project
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -323,86 +323,6 @@ def measure_dask(overrides: list[str], games: int, rounds: int) -> dict[str, Any
     }
 
 
-# ---------------------------------------------------------------------------------------------
-# report
-
-
-def _overhead_table(res: dict[str, Any], where: str = "embedded defaults") -> Table:
-    table = Table(title=f"(a) orchestration overhead, {where}: {res['config']} "
-                        f"{' '.join(res['overrides'])}")  # fmt: skip
-    for col in (
-        "iteration",
-        "wall s",
-        "self-play s",
-        "train s",
-        "gate s",
-        "anchors s",
-        "overhead s",
-        "overhead %",
-    ):
-        table.add_column(col, justify="right")
-    for r in res["iterations"]:
-        table.add_row(
-            str(r["iteration"]),
-            f"{r['wall_s']:.1f}",
-            f"{r['selfplay']:.1f}",
-            f"{r['train']:.1f}",
-            f"{r['gate']:.1f}",
-            f"{r['anchors']:.1f}",
-            f"{r['overhead_s']:.1f}",
-            f"{100 * r['overhead_fraction']:.1f}",
-        )
-    table.add_row(
-        "whole run",
-        f"{res['run_wall_s']:.1f}",
-        "",
-        "",
-        "",
-        "",
-        f"{res['run_wall_s'] - res['run_stages_s']:.1f}",
-        f"{100 * res['run_overhead_fraction']:.1f}",
-    )
-    table.caption = (
-        "goal: <= 10% of an iteration; outside the stages: "
-        + ", ".join(f"{k} {v:.1f}s" for k, v in res["other_tasks_s"].items() if v >= 0.05)
-        + f"; servers' start {res['prefect_server_start_s']:.1f}s (not counted)"
-    )
-    return table
-
-
-def _dask_table(res: dict[str, Any]) -> Table:
-    table = Table(title=f"(b) self-play over Dask workers (1 thread each): {res['games']} games, "
-                        f"{res['config']} {' '.join(res['overrides'])}")  # fmt: skip
-    for col in (
-        "workers",
-        "round",
-        "positions",
-        "wall s",
-        "positions/s",
-        "CPU s",
-        "positions / slowest worker's CPU s",
-    ):
-        table.add_column(col, justify="right")
-    for n, rows in res["rounds"].items():
-        for k, r in enumerate(rows):
-            table.add_row(
-                str(n),
-                str(k),
-                str(r["positions"]),
-                f"{r['wall_s']:.1f}",
-                f"{r['positions_per_s']:.1f}",
-                f"{r['cpu_s']:.1f}",
-                f"{r['positions_per_cpu_s']:.1f}",
-            )
-    table.caption = (
-        f"speedup (positions/s, median) {res['speedup']:.2f}x, wall ratio "
-        f"{res['wall_ratio']:.2f}x, CPU-time estimate {res['cpu_speedup']:.2f}x; "
-        f"goal >= 1.6x; {res['cpus']} CPUs, load average "
-        f"{res['loadavg_before'][0]:.1f} before, {res['loadavg_after'][0]:.1f} after"
-    )
-    return table
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(
         prog="python -m bench.pipeline", description=__doc__.splitlines()[0]
@@ -437,13 +357,13 @@ def main() -> None:
     results: dict[str, Any] = {}
     if args.only in (None, "dask"):
         results["dask"] = measure_dask([], args.games, args.rounds)
-        console.print(_dask_table(results["dask"]))
+        console.print(dask_table(results["dask"]))
     if args.only in (None, "overhead"):
         results["overhead"] = measure_overhead(overrides, args.iterations)
-        console.print(_overhead_table(results["overhead"]))
+        console.print(overhead_table(results["overhead"]))
         if args.cluster:
             results["cluster_overhead"] = measure_cluster_overhead(overrides, args.iterations)
-            console.print(_overhead_table(results["cluster_overhead"], "tabula cluster"))
+            console.print(overhead_table(results["cluster_overhead"], "tabula cluster"))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
 
