@@ -188,6 +188,8 @@ def main() -> None:
     parser.add_argument("--h2h-simulations", type=int, default=400)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.model is not None and not args.model.is_file():
+        parser.error(f"--model {args.model}: no such checkpoint file")
     console = Console(width=140)
     settings = [Setting(sims, threads, leaves, precision)
                 for sims in _ints(args.simulations) for threads in _ints(args.threads)
@@ -197,8 +199,11 @@ def main() -> None:
         model = args.model or quickstart_model(Path(tmp))
         rows = []
         for setting in settings:
-            alone = measure(model, setting, args.moves, 1)[0]
-            pair = measure(model, setting, args.moves, 2)
+            try:
+                alone = measure(model, setting, args.moves, 1)[0]
+                pair = measure(model, setting, args.moves, 2)
+            except RuntimeError as error:  # the engine said why on stderr, above
+                raise SystemExit(f"bench/genmove.py: {setting}: {error}") from None
             pair_cpu = sum(p["cpu_ms"] for p in pair) / len(pair)
             rows.append({
                 **asdict(setting), "alone": alone, "pair": pair,
