@@ -81,9 +81,9 @@ def gtp(
         typer.Option(
             min=1,
             help="Leaves of the game's search evaluated in one network batch (default: 16"
-            " from 400 simulations up, search.leaves_per_game below). More is cheaper per"
-            " simulation; at 400 simulations 16 also played stronger than 4, at 64 no"
-            " better (python -m bench.genmove).",
+            " for the Gumbel search from 400 simulations up, else search.leaves_per_game)."
+            " More is cheaper per simulation; at 400 simulations 16 also played stronger"
+            " than 4, at 64 no better (python -m bench.genmove).",
         ),
     ] = None,
     precision: Annotated[

@@ -16,24 +16,28 @@ from collections.abc import Sequence
 import numpy as np
 
 from tabula.arena import Failure, MoveRequest
-from tabula.config import Config
+from tabula.config import Config, SearchConfig
 from tabula.go.board import own_eyes
 from tabula.go.game import Game
 from tabula.gtp import Player
 from tabula.mcts import BatchedMCTS, Evaluate, SearchError, SearchParams
 from tabula.mcts.analysis import Analysis
 
-#: One game's search (`MctsPlayer.genmove`, what `tabula gtp` plays) evaluates this many leaves
-#: a network batch from ``DEEP_FROM`` simulations up. `python -m bench.genmove`'s head-to-head
-#: (the same network both sides, 100 games from seeded openings, 2026-11-26): at 400
-#: simulations 16 leaves beat 4 by 67% [57%, 75%] at half the CPU a move; at 64, 16 leaves won
-#: 44% [35%, 54%], no gain, so shallower searches keep ``search.leaves_per_game``.
+#: One game's search (`MctsPlayer.genmove`, what `tabula gtp` plays) with the Gumbel search
+#: evaluates this many leaves a network batch from ``DEEP_FROM`` simulations up. `python -m
+#: bench.genmove`'s head-to-head (the quick start's Gumbel search, the same network both sides,
+#: 100 games from seeded openings, 2026-11-26): at 400 simulations 16 leaves beat 4 by 67%
+#: [57%, 75%] at half the CPU a move; at 64, 16 leaves won 44% [35%, 54%], no gain. Shallower
+#: searches and PUCT (unmeasured; the paper's preset batches 8) keep ``search.leaves_per_game``.
 DEEP_LEAVES, DEEP_FROM = 16, 400
 
 
-def genmove_leaves(simulations: int, leaves_per_game: int) -> int:
+def genmove_leaves(simulations: int, search: SearchConfig) -> int:
     """The leaves a network batch of one game's search of ``simulations``, by default."""
-    return max(DEEP_LEAVES, leaves_per_game) if simulations >= DEEP_FROM else leaves_per_game
+    leaves = search.leaves_per_game
+    if search.algorithm == "gumbel" and simulations >= DEEP_FROM:
+        return max(DEEP_LEAVES, leaves)
+    return leaves
 
 
 class RandomPlayer:
@@ -159,7 +163,7 @@ class MctsPlayer:
         self.params = SearchParams.from_config(cfg, simulations=simulations, noise=False)
         # One game's search (`genmove`): its leaves evaluated `leaves_per_move` at a time (one
         # network batch; None: `genmove_leaves`), where matches batch the leaves of many games.
-        leaves = leaves_per_move or genmove_leaves(simulations, self.params.config.leaves_per_game)
+        leaves = leaves_per_move or genmove_leaves(simulations, self.params.config)
         self._one_params = SearchParams(
             self.params.config, noise=False, random_symmetry=self.params.random_symmetry,
             leaves_per_game=leaves,

@@ -77,7 +77,7 @@ def network_player(
 
     net, metadata = load_checkpoint(checkpoint, expect_board_size=cfg.rules.board_size)
     stem = str(metadata.get("model_id") or checkpoint.stem)
-    batch = leaves_per_move or genmove_leaves(simulations, cfg.search.leaves_per_game)
+    batch = leaves_per_move or genmove_leaves(simulations, cfg.search)
     evaluator = Evaluator(net, precision=precision, batch=batch)  # type: ignore[arg-type]
     if kind == "raw":
         return RawNetworkPlayer(evaluator, f"{stem}:raw", seed)

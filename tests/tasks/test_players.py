@@ -184,13 +184,20 @@ def test_genmove_evaluates_its_leaves_together(cfg5: Config) -> None:
     player, batches = _genmove_player(cfg5)
     player.genmove(Game(5, cfg5.rules.komi), 1)
     assert max(batches) == cfg5.search.leaves_per_game
-    # A deep search batches 16 leaves unless told otherwise (`tabula.players.genmove_leaves`).
-    player, batches = _genmove_player(cfg5, simulations=400)
-    player.genmove(Game(5, cfg5.rules.komi), 1)
-    assert cfg5.search.leaves_per_game < 16 and max(batches) == 16
-    player, batches = _genmove_player(cfg5, leaves=2, simulations=400)
-    player.genmove(Game(5, cfg5.rules.komi), 1)
-    assert max(batches) == 2
+
+
+@pytest.mark.parametrize(("algorithm", "leaves", "expected"),
+                         [("gumbel", None, 16), ("gumbel", 2, 2), ("puct", None, 4)])  # fmt: skip
+def test_a_deep_gumbel_search_batches_16_leaves(
+    algorithm: str, leaves: int | None, expected: int
+) -> None:
+    """`tabula.players.genmove_leaves`: 16 from 400 simulations up with the Gumbel search,
+    unless told otherwise; PUCT keeps the config's (the paper's preset: 8)."""
+    cfg = load_config(None, ["rules.board_size=5", f"search.algorithm={algorithm}",
+                             "search.leaves_per_game=4"])  # fmt: skip
+    player, batches = _genmove_player(cfg, leaves=leaves, simulations=400)
+    player.genmove(Game(5, cfg.rules.komi), 1)
+    assert max(batches) == expected
 
 
 def test_the_fastest_precision_is_measured_not_assumed(tiny_checkpoint: Path) -> None:
