@@ -87,7 +87,8 @@ def averaged_checkpoint(layout: RunLayout, last: int, k: int, out: Path) -> Path
     written to ``out`` (model_id ``RUN/avg-K-iter-NNNN``; kept when it is already there)."""
     if out.exists():
         return out
-    nets, metadata = [], {}
+    nets: list[PolicyValueNet] = []
+    metadata: dict[str, Any] = {}
     for i in range(last - k + 1, last + 1):
         net, metadata = load_checkpoint(layout.model(i))
         nets.append(net)
