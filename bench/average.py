@@ -3,18 +3,19 @@
 Usage: ``python -m bench.average --project DIR --run NAME [--last 2,4] [--games 100]
 [--simulations 64] [--workdir DIR] [--json PATH]``
 
-KataGo plays and exports a moving average of its recent weights rather than the last iterate
-(Wu 2019); stochastic weight averaging (Izmailov et al. 2018) averages snapshots along the
-trajectory and then recomputes the batch-norm statistics, which an average of weights does not
-carry over. This benchmark asks whether that would make a better champion for a finished
-tabula run, without retraining anything: for each ``K`` of ``--last``, the exported networks of
-the run's last ``K`` iterations (``data/RUN/iter-NNNN/model/model.pt``) are averaged parameter
-by parameter, the batch-norm statistics are recomputed over positions of the last iteration's
-self-play (``BN_BATCHES`` batches of ``BN_BATCH``, with the data module's random symmetries),
-and the average plays ``--games`` games against the last iterate: the same search (the run's
-own config at ``--simulations``), seeded openings, colours swapped in pairs, the games kept in
-``--workdir`` so that a killed benchmark resumes (`bench.strength_games.play_match`). The
-screening protocol of `bench/strength.py`: a switch is kept where it wins outside the interval.
+KataGo's training exports a moving average of its recent weights rather than the last iterate
+(its training scripts, not its 2019 paper); stochastic weight averaging (Izmailov et al. 2018)
+averages snapshots along the trajectory and then recomputes the batch-norm statistics, which an
+average of weights does not carry over. This benchmark asks whether that would make a better
+champion for a finished tabula run, without retraining anything: for each ``K`` of ``--last``,
+the exported networks of the run's last ``K`` iterations (``data/RUN/iter-NNNN/model/model.pt``)
+are averaged parameter by parameter, the batch-norm statistics are recomputed over positions of
+the last iteration's self-play (``BN_BATCHES`` batches of ``BN_BATCH``, with the data module's
+random symmetries), and the average plays ``--games`` games against the last iterate: the same
+search (the run's own config at ``--simulations``), seeded openings, colours swapped in pairs,
+the games kept in ``--workdir`` so that a killed benchmark resumes
+(`bench.strength_games.play_match`). The screening protocol of `bench/strength.py`: a switch is
+kept where it wins outside the interval.
 """
 
 from __future__ import annotations
