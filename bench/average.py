@@ -21,7 +21,6 @@ kept where it wins outside the interval.
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from bench.ladder import side_summary
+from bench.ladder import elo_gap, side_summary
 from bench.strength_games import play_match
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.datamodule import ShardDataModule
@@ -106,12 +105,6 @@ def averaged_checkpoint(layout: RunLayout, last: int, k: int, out: Path) -> Path
     return save_checkpoint(out, net, lineage)
 
 
-def _elo(score: float | None) -> float | None:
-    if score is None or score in (0.0, 1.0):
-        return None
-    return 400.0 * math.log10(score / (1.0 - score))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.average", description=__doc__.splitlines()[0]
@@ -149,7 +142,7 @@ def main() -> None:
                            plain_spec), args.games, cfg, work / "games", seed=k)  # fmt: skip
         summary = side_summary(games, player)
         rows.append({"last": k, "player": player, "against": layout.model_id(last), **summary,
-                     "elo_gap": _elo(summary["win_rate"])})  # fmt: skip
+                     "elo_gap": elo_gap(summary["win_rate"])})  # fmt: skip
     table = Table(title=f"{layout.run}: weight averages against iteration {last} "
                         f"({args.simulations} simulations each side)")  # fmt: skip
     for column in ("iterations averaged", "games", "average's score (95%)", "mean margin", "Elo"):

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import subprocess
 import sys
 import tempfile
@@ -139,6 +138,7 @@ def head_to_head(model: Path, simulations: int, leaves: tuple[int, int], games: 
     """``games`` games of one network against itself, ``leaves[0]`` against ``leaves[1]``
     leaves a batch, from seeded openings (colours swapped in pairs), summarised from the
     second's side: what the cheaper search costs in strength."""
+    from bench.ladder import elo_gap
     from tabula.config import load_config
     from tabula.gating import win_rate_interval
     from tabula.openings import match_openings
@@ -162,11 +162,7 @@ def head_to_head(model: Path, simulations: int, leaves: tuple[int, int], games: 
     low, high = win_rate_interval(m.score * decided, decided) if decided else (0.0, 1.0)
     return {"simulations": simulations, "leaves": list(leaves), "games": m.games,
             "score": m.score, "low": low, "high": high, "mean_margin": m.mean_margin,
-            "elo_gap": _elo(m.score)}  # fmt: skip
-
-
-def _elo(score: float) -> float | None:
-    return None if score in (0.0, 1.0) else 400.0 * math.log10(score / (1.0 - score))
+            "elo_gap": elo_gap(m.score)}  # fmt: skip
 
 
 def _ints(text: str) -> list[int]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import shutil
 import time
 from pathlib import Path
@@ -77,6 +78,13 @@ def play_pair(low: int, high: int, games: int, args: argparse.Namespace, console
     seconds = time.monotonic() - started
     duplicates = result.summary.duplicates
     console.print(f"  {games - done} games in {seconds:.0f} s, {duplicates} repeated a game")
+
+
+def elo_gap(score: float | None) -> float | None:
+    """The Elo difference a score (win rate, draws half) implies; None at 0, 1 or no games."""
+    if score is None or score in (0.0, 1.0):
+        return None
+    return 400.0 * math.log10(score / (1.0 - score))
 
 
 def side_summary(rows: list[dict], player: str) -> dict:
