@@ -82,7 +82,7 @@ def network_player(
     if kind == "raw":
         return RawNetworkPlayer(evaluator, f"{stem}:raw", seed)
     name = stem if simulations == cfg.evaluation.simulations else f"{stem}@{simulations}"
-    return MctsPlayer(evaluator, cfg, simulations, name, seed, leaves_per_move)
+    return MctsPlayer(evaluator, cfg, simulations, name, seed, batch)  # the leaves it was sized for
 
 
 class PlayerSpecError(TabulaError):
