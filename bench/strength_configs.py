@@ -103,6 +103,20 @@ CONFIGS = {
         "default with KataGo's playout caps in full (Wu 2019, section 3.1): fast searches"
         " without root noise, playing their best move, and their rows given no weight",
     ),
+    "katago": Entry(
+        "configs/quickstart.yaml",
+        (
+            *MACHINE,
+            "pipeline.iterations=1000",
+            PER_MACHINE_PRECISION,
+            "selfplay.quiet_fast_searches=true",
+            "selfplay.record_fast_rows=false",
+            "training.samples_per_row=4",
+        ),
+        "default with the playout caps as KataGo runs them (Wu 2019, section 3.1; its selfplay"
+        " and training configs): fast searches without root noise playing their best move, only"
+        " full searches recorded as rows, and each row trained on about 4 times",
+    ),
     "pivalue": Entry(
         "configs/quickstart.yaml",
         (

@@ -158,32 +158,38 @@ class _Writer:
         return f"i{self.iteration:04d}-w{self.worker:02d}-g{record.index:06d}"
 
     def add(self, record: GameRecord) -> None:
-        if record.length:
-            self.pending.append(self.rows_of(record))
-            self.rows += record.length
+        rows = self.rows_of(record)
+        if len(rows.z):
+            self.pending.append(rows)
+            self.rows += len(rows.z)
         if record.index < self.cfg.selfplay.sgf_sample:
             self.write_sgf(record)
         if self.rows >= self.rows_per_shard:
             self.flush()
 
     def rows_of(self, r: GameRecord) -> ShardRecords:
-        T = r.length
+        """The game's rows: every position, or with ``selfplay.record_fast_rows`` off only the
+        full searches' (KataGo), each keeping its move number in the game."""
+        keep = np.ones(r.length, dtype=bool)
+        if not self.cfg.selfplay.record_fast_rows:
+            keep = r.full_search.copy()
+        T = int(keep.sum())
         planes, owner = r.replay()
-        side = r.to_play.astype(np.int8)[:, None]  # the targets from the side to move
+        side = r.to_play.astype(np.int8)[keep, None]  # the targets from the side to move
         return ShardRecords(
-            planes=planes,
-            pi=r.pi,
-            z=r.z,
-            to_play=r.to_play,
+            planes=planes[keep],
+            pi=r.pi[keep],
+            z=r.z[keep],
+            to_play=r.to_play[keep],
             game_id=np.full(T, self.game_id(r)),
-            move_number=np.arange(T, dtype=np.int32),
+            move_number=np.flatnonzero(keep).astype(np.int32),
             iteration=np.full(T, self.iteration, dtype=np.int32),
             model_id=np.full(T, self.model_id),
             resign_disabled=np.full(T, r.resign_disabled),
-            full_search=r.full_search,
-            root_value=r.root_values,
+            full_search=r.full_search[keep],
+            root_value=r.root_values[keep],
             ownership=(owner[None, :] * side).astype(np.int8),
-            score=(np.float32(r.score or 0.0) * r.to_play).astype(np.float32),
+            score=(np.float32(r.score or 0.0) * r.to_play[keep]).astype(np.float32),
             scored=np.full(T, r.scored),
         )
 

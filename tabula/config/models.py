@@ -204,6 +204,13 @@ class SelfPlayConfig(_Section):
         " (tau 0; the Gumbel search's Sequential Halving winner), as KataGo's cheap searches"
         " (Wu 2019, section 3.1). False: like full searches (noise, and tau 1 early on).",
     )
+    record_fast_rows: bool = Field(
+        default=True,
+        description="Playout caps: write a fast search's position to the shards (its value"
+        " and auxiliary targets weighted by training.fast_row_weight). False: only full"
+        " searches' positions are rows, as KataGo records them (Wu 2019, section 3.1), so"
+        " training.samples_per_row counts full rows only.",
+    )
 
     root_value: Literal["search", "improved"] = Field(
         default="search",

@@ -128,6 +128,26 @@ def test_checkpoint_model_and_small_shards(cfg, tmp_path: Path) -> None:
     assert sum(len(read_shard(p).z) for p in result.shards) == result.positions
 
 
+def test_fast_rows_left_unrecorded_keep_the_full_searches_only(tmp_path: Path) -> None:
+    """With ``selfplay.record_fast_rows`` off (KataGo), the shards hold the full searches'
+    positions only, each with its move number in the game and the planes of that position;
+    the same seed with the fast rows recorded holds those rows and the others."""
+    caps = [*OVERRIDES, "selfplay.full_search_fraction=0.5"]
+    every = run_worker(load_config(None, caps), "random", tmp_path / "a", games=4, seed=5)
+    full = run_worker(load_config(None, [*caps, "selfplay.record_fast_rows=false"]), "random",
+                      tmp_path / "b", games=4, seed=5)  # fmt: skip
+    all_rows = read_shard(every.shards[0], expect_board_size=5)
+    rows = read_shard(full.shards[0], expect_board_size=5)
+    assert full.positions == every.positions == len(all_rows.z)  # the same games were played
+    assert rows.full_search.all() and 0 < len(rows.z) < len(all_rows.z)
+    assert len(rows.z) == all_rows.full_search.sum()
+    kept = all_rows.full_search
+    for column in ("planes", "pi", "z", "to_play", "game_id", "move_number", "root_value"):
+        np.testing.assert_array_equal(getattr(rows, column), getattr(all_rows, column)[kept])
+    gaps = [np.diff(rows.move_number[rows.game_id == g]) for g in np.unique(rows.game_id)]
+    assert any((d > 1).any() for d in gaps)  # fast moves between full ones were left out
+
+
 def test_bad_model_and_bad_games(cfg, tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="missing.pt"):
         run_worker(cfg, tmp_path / "missing.pt", tmp_path, games=1, seed=0)
