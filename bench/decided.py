@@ -38,13 +38,15 @@ def decided_mask(
     game_id: np.ndarray, move_number: np.ndarray, value: np.ndarray, threshold: float, lookback: int
 ) -> np.ndarray:
     """Per row: this position and the ``lookback`` - 1 before it in its game all have
-    ``|value| > threshold`` (a game's first ``lookback`` - 1 positions never do)."""
+    ``|value| > threshold`` (a game's first ``lookback`` - 1 positions never do). Only recorded
+    positions count, moves apart by one: where fast searches' rows are not recorded
+    (``selfplay.record_fast_rows``), a gap in the move numbers starts the count again."""
     order = np.lexsort((move_number, game_id))
     extreme = np.abs(value[order]) > threshold
-    games = game_id[order]
+    games, moves = game_id[order], move_number[order]
     run = np.zeros(len(order), dtype=np.int64)  # extreme positions in a row, within the game
     for k in range(len(order)):
-        same = k > 0 and games[k] == games[k - 1]
+        same = k > 0 and games[k] == games[k - 1] and moves[k] == moves[k - 1] + 1
         run[k] = (run[k - 1] + 1 if same else 1) if extreme[k] else 0
     out = np.zeros(len(order), dtype=bool)
     out[order] = run >= lookback

@@ -24,3 +24,7 @@ def test_decided_needs_the_lookback_within_one_game() -> None:
     # One position is enough with a lookback of 1; the threshold is strict.
     got = decided_mask(games, moves, values, 0.95, 1)
     np.testing.assert_array_equal(np.flatnonzero(got), [4, 5, 7, 8])
+    # Rows of fast searches left unrecorded: moves 0, 1 and 3 of game "c" are extreme, but move
+    # 2 is missing, so move 3 has one recorded move before it, not two.
+    gap = decided_mask(np.array(["c"] * 3), np.array([0, 1, 3]), np.full(3, 0.99), 0.9, 3)
+    assert not gap.any()
