@@ -34,11 +34,12 @@ budgets share one scale.
 Configs (``bench/strength_configs.py``, each with its source): ``paper``, the paper's search and
 training settings on 9x9 (``configs/9x9.yaml``) with the quick start's network and 192 games an
 iteration (the earlier quick start's), fitted to two cores; ``default``, the quick start (since
-commit 8690194 the laptop preset's settings); ``puct``, the quick start before that (the ``default``
+commit 8690194 the laptop preset's settings, with KataGo's playout caps since the ``katago``
+screening); ``allrows``, the default before those caps (noisy fast searches, recorded, 500
+steps an iteration); ``puct``, the quick start before that (the ``default``
 of the runs measured then); ``gumbel``, puct with the laptop preset's Gumbel search and no gating;
-``aux``, puct with the ownership and score heads; ``kcaps``, default with quiet fast searches
-and their rows weighted 0; ``katago``, default with the playout caps as KataGo runs them (quiet
-fast searches, only full searches recorded, about 4 samples a row); ``pivalue``, default with
+``aux``, puct with the ownership and score heads; ``kcaps``, allrows with quiet fast searches
+and their rows weighted 0; ``pivalue``, default with
 the value target's root value taken as Σ π′·completed Q; ``m4``, default with Sequential
 Halving over 4 sampled actions; ``laptop``,
 ``configs/9x9-laptop.yaml``. Each run's first iteration plans the config's

@@ -42,6 +42,7 @@ TINY = [
     "selfplay.batch_size=8",
     "training.batch_size=16",
     "training.steps=4",
+    "training.samples_per_row=null",  # a fixed 4 steps an iteration, which the tests count on
     "training.lr_boundaries=[6]",
     "training.lr_values=[0.01,0.001]",
     "training.checkpoint_every=4",

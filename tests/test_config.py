@@ -400,8 +400,31 @@ def test_a_config_written_in_full_before_a_switch_existed_loads_as_it_ran() -> N
     }  # fmt: skip
     partial = parse_config("search:\n  simulations: 32\nnetwork:\n  blocks: 2\n")
     assert partial.search.algorithm == "gumbel" and partial.network.aux_heads
-    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 2
+    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 3
     assert parse_config(dump_config(frozen)) == frozen  # the dump says format 1
+
+
+def test_a_run_frozen_in_format_2_keeps_its_playout_caps() -> None:
+    """A params.yaml frozen before ``selfplay.record_fast_rows`` existed (format 2, written in
+    full) resumes recording its fast rows, with noisy fast searches and `steps` every iteration,
+    as it ran; format 1 reads them so too; today's files take KataGo's."""
+    data = yaml.safe_load(dump_config(load_config(None)))
+    switches = {("selfplay", "quiet_fast_searches"): False, ("selfplay", "record_fast_rows"): True,
+                ("training", "samples_per_row"): None}  # fmt: skip
+    for section, field in switches:
+        del data[section][field]
+    data["pipeline"]["config_version"] = 2
+    frozen = parse_config(yaml.safe_dump(data), source="old/params.yaml")
+    assert {k: getattr(getattr(frozen, k[0]), k[1]) for k in switches} == switches
+    assert frozen.pipeline.config_version == 2 and frozen.search.algorithm == "gumbel"
+    assert parse_config(dump_config(frozen)) == frozen
+    first = parse_config("pipeline:\n  config_version: 1\n")
+    assert {k: getattr(getattr(first, k[0]), k[1]) for k in switches} == switches
+    today = load_config(None)
+    assert {k: getattr(getattr(today, k[0]), k[1]) for k in switches} == {
+        ("selfplay", "quiet_fast_searches"): True, ("selfplay", "record_fast_rows"): False,
+        ("training", "samples_per_row"): 4.0,
+    }  # fmt: skip
 
 
 def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() -> None:
@@ -409,7 +432,7 @@ def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() ->
     deleted gets today's default; a file that says format 1 gets what format 1 ran with; a
     format from a newer tabula is refused with one line."""
     data = yaml.safe_load(dump_config(load_config(None)))
-    assert data["pipeline"]["config_version"] == 2
+    assert data["pipeline"]["config_version"] == 3
     del data["search"]["algorithm"], data["evaluation"]["gating"]
     today = parse_config(yaml.safe_dump(data))
     assert today.search.algorithm == "gumbel" and today.evaluation.gating is False
@@ -417,13 +440,13 @@ def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() ->
     assert old.search.algorithm == "puct" and old.network.aux_heads is False
     assert old.search.simulations == 32 and old.pipeline.config_version == 1
     for path in PRESETS:
-        assert load_config(path).pipeline.config_version == 2, path.name
+        assert load_config(path).pipeline.config_version == 3, path.name
     newer = "new.yaml: pipeline.config_version: written by a newer tabula: this one reads formats "
-    for text in ("pipeline:\n  config_version: 3\n",
-                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 3\n"):  # fmt: skip
+    for text in ("pipeline:\n  config_version: 4\n",
+                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 4\n"):  # fmt: skip
         with pytest.raises(ConfigError) as e:
             parse_config(text, source="new.yaml")
-        assert str(e.value) == newer + "up to 2 (got 3)"
+        assert str(e.value) == newer + "up to 3 (got 4)"
     for text, key in [
         ("pipeline:\n  config_version: true\n", "pipeline.config_version"),
         ("pipeline:\n  config_version: 1.0\n", "pipeline.config_version"),

@@ -81,7 +81,7 @@ def test_steps_sized_to_the_rows_draw_each_about_samples_per_row_times(
 
 
 def test_a_run_sized_to_its_data_plans_its_schedule_on_the_steps_it_trains():
-    fixed = load_config(None, ["training.steps=100"])
+    fixed = load_config(None, ["training.steps=100", "training.samples_per_row=null"])
     assert planned_steps(fixed, 3, 5, 250, 40) == 500  # iterations x steps, whatever ran
     sized = load_config(None, ["training.steps=100", "training.samples_per_row=4.0"])
     assert planned_steps(sized, 1, 5, 0, None) == 500  # the estimate before any trained

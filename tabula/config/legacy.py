@@ -28,51 +28,72 @@ ALWAYS_WRITTEN = {
     "evaluation": ("gating_games", "gating_threshold", "simulations"),
     "pipeline": ("name", "iterations", "seed"),
 }
-#: The format of the configs this version writes (``pipeline.config_version``): 2 since the quick
-#: start took the laptop preset's settings (docs/configuration.md); 1 before, when no file
-#: said its format.
-CONFIG_VERSION = 2
-#: Fields whose format-1 reading is not today's default, and that reading: the search's early
-#: passes and own-eye fills (allowed until these switches came, off by default since), and the
-#: switches whose defaults changed when the quick start took the laptop preset's settings.
-RAN_BEFORE = {
-    ("search", "early_pass"): True,
-    ("search", "fill_own_eyes"): True,
-    ("network", "aux_heads"): False,
-    ("search", "algorithm"): "puct",
-    ("selfplay", "full_search_fraction"): 1.0,
-    ("training", "value_target_mix"): 0.0,
-    ("evaluation", "gating"): True,
+#: The format of the configs this version writes (``pipeline.config_version``): 3 since the
+#: default took KataGo's playout caps as KataGo runs them, 2 since the quick start took the
+#: laptop preset's settings (docs/configuration.md); 1 before, when no file said its format.
+CONFIG_VERSION = 3
+#: Per older format, the fields whose default changed when the next format came, and what a file
+#: of that format meant by leaving them out. Format 1 (2 to come): the search's early passes and
+#: own-eye fills (allowed until these switches came, off by default since), and the switches
+#: whose defaults changed when the quick start took the laptop preset's settings. Format 2 (3 to
+#: come): the playout caps' fast searches noisy and recorded, and `steps` every iteration.
+CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
+    1: {
+        ("search", "early_pass"): True,
+        ("search", "fill_own_eyes"): True,
+        ("network", "aux_heads"): False,
+        ("search", "algorithm"): "puct",
+        ("selfplay", "full_search_fraction"): 1.0,
+        ("training", "value_target_mix"): 0.0,
+        ("evaluation", "gating"): True,
+    },
+    2: {
+        ("selfplay", "quiet_fast_searches"): False,
+        ("selfplay", "record_fast_rows"): True,
+        ("training", "samples_per_row"): None,
+    },
 }
 
 
+def ran_before(version: int) -> dict[tuple[str, str], Any]:
+    """What a file of format ``version`` means by each field it leaves out whose default has
+    changed since: the reading of the earliest format that changed it."""
+    fields: dict[tuple[str, str], Any] = {}
+    for older in range(CONFIG_VERSION - 1, version - 1, -1):
+        fields.update(CHANGED_AFTER[older])
+    return fields
+
+
 def switches_as_they_ran(data: Any) -> Any:
-    """A whole config of format 1 (``pipeline.config_version: 1``, or no marker and written in
-    full: every run frozen before the marker, or a copy of a preset of that time) gets the value
-    each field of ``RAN_BEFORE`` ran with where it leaves the field out, not today's default, and
-    says format 1. A partial config without the marker (a user's file of a few fields) and any
-    file of today's format get today's defaults."""
+    """A whole config of an older format (``pipeline.config_version`` below `CONFIG_VERSION`,
+    or no marker and written in full: every run frozen before the marker, or a copy of a preset
+    of that time, is format 1) gets the value each field of `ran_before` ran with where it leaves
+    the field out, not today's default, and says its format. A partial config without the marker
+    (a user's file of a few fields) and any file of today's format get today's defaults."""
     if not isinstance(data, dict):
         return data
     pipeline = data.get("pipeline")
     marked = isinstance(pipeline, dict) and "config_version" in pipeline
     if marked:
         version = pipeline["config_version"]
-        if type(version) is not int or version != 1:  # today's, or bad: validation says which
-            return data
-    elif not _written_in_full(data):
+        if type(version) is not int or not 1 <= version < CONFIG_VERSION:
+            return data  # today's, or bad: validation says which
+    elif _written_in_full(data):
+        version = 1
+    else:
         return data
+    fields = ran_before(version)
     data = dict(data)
-    for name in {name for name, _ in RAN_BEFORE} | {"pipeline"}:
+    for name in {name for name, _ in fields} | {"pipeline"}:
         if name not in data:
             data[name] = {}
         if isinstance(data[name], dict):  # anything else is left for validation to report
             data[name] = dict(data[name])
-    for (name, field), value in RAN_BEFORE.items():
+    for (name, field), value in fields.items():
         if isinstance(data[name], dict):
             data[name].setdefault(field, value)
     if isinstance(data["pipeline"], dict):
-        data["pipeline"]["config_version"] = 1
+        data["pipeline"]["config_version"] = version
     return data
 
 

@@ -199,13 +199,13 @@ class SelfPlayConfig(_Section):
     )
 
     quiet_fast_searches: bool = Field(
-        default=False,
+        default=True,
         description="Playout caps: fast searches draw no root noise and play their best move"
         " (tau 0; the Gumbel search's Sequential Halving winner), as KataGo's cheap searches"
         " (Wu 2019, section 3.1). False: like full searches (noise, and tau 1 early on).",
     )
     record_fast_rows: bool = Field(
-        default=True,
+        default=False,
         description="Playout caps: write a fast search's position to the shards (its value"
         " and auxiliary targets weighted by training.fast_row_weight). False: only full"
         " searches' positions are rows, as KataGo records them (Wu 2019, section 3.1), so"
@@ -243,13 +243,13 @@ class TrainingConfig(_Section):
         " iteration's steps that the rate schedule plans with until one has trained.",
     )
     samples_per_row: float | None = Field(
-        default=None,
+        default=4.0,
         gt=0,
         description="Steps sized to the data (KataGo, Wu 2019: each recorded row is trained on"
         " about 4 times on average): an iteration trains ceil(new rows x samples_per_row /"
         " batch_size) steps, at least 1, the new rows being those its own self-play recorded"
-        " in the window (fast searches' too: the window samples them as often); None: `steps`"
-        " every iteration (the paper).",
+        " in the window (fast searches' too where selfplay.record_fast_rows writes them); None:"
+        " `steps` every iteration (the paper).",
     )
     lr_schedule: Literal["steps", "run"] = Field(
         default="run",

@@ -101,9 +101,9 @@ def test_quiet_fast_searches_play_their_best_move() -> None:
 
 
 def test_quiet_fast_searches_from_config() -> None:
-    cfg = load_config(None, ["selfplay.quiet_fast_searches=true"])
-    assert SelfPlayParams.from_config(cfg).quiet_fast_searches
-    assert not SelfPlayParams.from_config(load_config(None)).quiet_fast_searches
+    cfg = load_config(None, ["selfplay.quiet_fast_searches=false"])
+    assert not SelfPlayParams.from_config(cfg).quiet_fast_searches
+    assert SelfPlayParams.from_config(load_config(None)).quiet_fast_searches  # KataGo's, default
 
 
 def test_the_improved_root_value_is_recorded_when_asked() -> None:

@@ -28,6 +28,7 @@ OVERRIDES = [
     "selfplay.sgf_sample=2",
     "selfplay.resign_disabled_fraction=0.5",
     "selfplay.v_resign=-0.2",
+    "selfplay.record_fast_rows=true",  # every position a row, fast searches' too
     "pipeline.device=cpu",
 ]
 
