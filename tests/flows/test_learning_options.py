@@ -29,10 +29,12 @@ pytestmark = pytest.mark.slow
 
 
 def test_gumbel_search_without_gating(prefect_server, project):
-    """With playout caps and the root value mixed into the value target too."""
+    """With playout caps (their fast rows recorded) and the root value mixed into the value
+    target too."""
     cfg = load_config(None, [*TINY, "search.algorithm=gumbel", "search.gumbel_m=4",
                              "evaluation.gating=false", "selfplay.full_search_fraction=0.5",
-                             "training.value_target_mix=0.5", "pipeline.name=gumbel"])  # fmt: skip
+                             "selfplay.record_fast_rows=true", "training.value_target_mix=0.5",
+                             "pipeline.name=gumbel"])  # fmt: skip
     rows = run_pipeline(cfg, project, iterations=2)
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
 
