@@ -73,8 +73,7 @@ def switches_as_they_ran(data: Any) -> Any:
     if not isinstance(data, dict):
         return data
     pipeline = data.get("pipeline")
-    marked = isinstance(pipeline, dict) and "config_version" in pipeline
-    if marked:
+    if isinstance(pipeline, dict) and "config_version" in pipeline:
         version = pipeline["config_version"]
         if type(version) is not int or not 1 <= version < CONFIG_VERSION:
             return data  # today's, or bad: validation says which
