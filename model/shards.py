@@ -1,4 +1,5 @@
-"""THE on-disk schema of self-play data: one Parquet file (zstd) per shard, one row per position.
+"""THE on-disk schema of self-play data: one Parquet file (zstd) per shard, one row per recorded
+position (every position, or the full searches' only: ``selfplay.record_fast_rows``).
 
 Columns (``shard_schema(N)``; M = N*N; all non-null):
 

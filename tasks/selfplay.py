@@ -4,7 +4,8 @@ its Prefect task, and the iteration's totals with the next resignation threshold
 ``run_worker`` loads the model (a checkpoint, or "random": a freshly initialised network from
 the seed), plays ``games`` games with `tabula.selfplay.play_games`, and writes
 
-- shards (`model.shards`, Parquet): every position of every game with its 17 planes, pi (the
+- shards (`model.shards`, Parquet): every position of every game (with
+  ``selfplay.record_fast_rows`` off, the full searches' only) with its 17 planes, pi (the
   visit distribution, or the Gumbel search's pi': the metadata's ``policy_target`` says), z,
   side to move, game id, move number, iteration, model id and the resign-disabled flag; a
   shard is closed after ``rows_per_shard`` positions (at a game boundary) and at the end;
