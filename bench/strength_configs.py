@@ -139,6 +139,19 @@ CONFIGS = {
         " 16 simulations Sequential Halving halves (4 x 2 then 2 x 4 visits) instead of giving"
         " each of 16 actions one visit",
     ),
+    "wide": Entry(
+        "configs/quickstart.yaml",
+        (
+            *MACHINE,
+            "pipeline.iterations=1000",
+            PER_MACHINE_PRECISION,
+            "network.blocks=6",
+            "network.filters=64",
+        ),
+        "default with a network of 6 residual blocks x 64 filters instead of 4 x 32 (issue 26,"
+        " capacity: whether a bigger net learns more per core-hour; about 6 times the compute"
+        " per position)",
+    ),
     "laptop": Entry(
         "configs/9x9-laptop.yaml",
         (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION),
