@@ -148,9 +148,9 @@ CONFIGS = {
             "network.blocks=6",
             "network.filters=64",
         ),
-        "default with a network of 6 residual blocks x 64 filters instead of 4 x 32 (issue 26,"
-        " capacity: whether a bigger net learns more per core-hour; about 6 times the compute"
-        " per position)",
+        "default with a network of 6 residual blocks x 64 filters instead of 4 x 32 (capacity:"
+        " whether a bigger net learns more per core-hour despite about 6 times the compute per"
+        " position)",
     ),
     "laptop": Entry(
         "configs/9x9-laptop.yaml",
