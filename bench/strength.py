@@ -41,8 +41,9 @@ of the runs measured then); ``gumbel``, puct with the laptop preset's Gumbel sea
 ``aux``, puct with the ownership and score heads; ``kcaps``, allrows with quiet fast searches
 and their rows weighted 0; ``pivalue``, default with
 the value target's root value taken as Σ π′·completed Q; ``m4``, default with Sequential
-Halving over 4 sampled actions; ``wide``, default with a 6 × 64 network; ``laptop``,
-``configs/9x9-laptop.yaml``. Each run's first iteration plans the config's
+Halving over 4 sampled actions; ``wide``, default with a 6 × 64 network; ``lr3``, default
+with three times the learning rate; ``katago``, the default under its screening name, whose
+one-core-hour run later screenings reuse; ``laptop``, ``configs/9x9-laptop.yaml``. Each run's first iteration plans the config's
 ``pipeline.iterations`` (1000: no drop yet); from the second on, the schedule is fitted to what
 the budget is expected to pay for, so every run anneals within its budget.
 

@@ -77,6 +77,24 @@ CONFIGS = {
         "configs/quickstart.yaml (the current default: the laptop preset's settings, with"
         " KataGo's playout caps since the `katago` config of strength-1ch-katago.json)",
     ),
+    "katago": Entry(
+        "configs/quickstart.yaml",
+        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION),
+        "the default under the name it was screened with (strength-1ch-katago.json), so that"
+        " later screenings at one core-hour play against that run instead of training it again",
+    ),
+    "lr3": Entry(
+        "configs/quickstart.yaml",
+        (
+            *MACHINE,
+            "pipeline.iterations=1000",
+            PER_MACHINE_PRECISION,
+            "training.lr_values=[0.03,0.003,0.0003]",
+        ),
+        "default with three times the learning rate at every stage of its schedule (ours: the"
+        " paper's 0.01 was set for batches of 2,048; whether a higher rate learns faster over a"
+        " budget whose schedule anneals at its end)",
+    ),
     "puct": Entry(
         "configs/quickstart.yaml",
         (*MACHINE, "pipeline.iterations=1000", *PUCT_QUICKSTART),
