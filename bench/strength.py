@@ -43,9 +43,10 @@ and their rows weighted 0; ``pivalue``, default with
 the value target's root value taken as Σ π′·completed Q; ``m4``, default with Sequential
 Halving over 4 sampled actions; ``wide``, default with a 6 × 64 network; ``lr3``, default
 with three times the learning rate; ``katago``, the default under its screening name, whose
-one-core-hour run later screenings reuse; ``laptop``, ``configs/9x9-laptop.yaml``. Each run's first iteration plans the config's
-``pipeline.iterations`` (1000: no drop yet); from the second on, the schedule is fitted to what
-the budget is expected to pay for, so every run anneals within its budget.
+one-core-hour run later screenings reuse; ``laptop``, ``configs/9x9-laptop.yaml``. Each run's
+first iteration plans the config's ``pipeline.iterations`` (1000: no drop yet); from the second
+on, the schedule is fitted to what the budget is expected to pay for, so every run anneals
+within its budget.
 
 Everything is kept under ``--workdir`` (default ``bench/results/strength/BUDGET``): a killed
 benchmark resumes with ``--resume`` where it stopped (the runs are tabula runs, which resume
