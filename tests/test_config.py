@@ -400,7 +400,7 @@ def test_a_config_written_in_full_before_a_switch_existed_loads_as_it_ran() -> N
     }  # fmt: skip
     partial = parse_config("search:\n  simulations: 32\nnetwork:\n  blocks: 2\n")
     assert partial.search.algorithm == "gumbel" and partial.network.aux_heads
-    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 3
+    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 4
     assert parse_config(dump_config(frozen)) == frozen  # the dump says format 1
 
 
@@ -427,12 +427,30 @@ def test_a_run_frozen_in_format_2_keeps_its_playout_caps() -> None:
     }  # fmt: skip
 
 
+def test_a_run_frozen_in_format_3_keeps_the_papers_learning_rates() -> None:
+    """A params.yaml written in format 3 that leaves ``training.lr_values`` out (a user's copy of
+    a preset, trimmed) trains at the paper's rates, as it did; today's default is three times
+    them, and a frozen file that spells its rates out keeps them whatever its format."""
+    data = yaml.safe_load(dump_config(load_config(None)))
+    del data["training"]["lr_values"]
+    data["pipeline"]["config_version"] = 3
+    assert parse_config(yaml.safe_dump(data)).training.lr_values == [0.01, 0.001, 0.0001]
+    assert parse_config("pipeline:\n  config_version: 1\n").training.lr_values == [
+        0.01, 0.001, 0.0001,
+    ]  # fmt: skip
+    assert load_config(None).training.lr_values == [0.03, 0.003, 0.0003]
+    data["training"]["lr_values"] = [0.05, 0.005, 0.0005]
+    assert parse_config(yaml.safe_dump(data)).training.lr_values == [0.05, 0.005, 0.0005]
+    for preset in ("9x9.yaml", "19x19-paper.yaml"):  # the paper's presets keep the paper's
+        assert load_config(ROOT / "configs" / preset).training.lr_values == [0.01, 0.001, 0.0001]
+
+
 def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() -> None:
     """Every dump and preset says ``pipeline.config_version``: a copy of a preset with a switch
     deleted gets today's default; a file that says format 1 gets what format 1 ran with; a
     format from a newer tabula is refused with one line."""
     data = yaml.safe_load(dump_config(load_config(None)))
-    assert data["pipeline"]["config_version"] == 3
+    assert data["pipeline"]["config_version"] == 4
     del data["search"]["algorithm"], data["evaluation"]["gating"]
     today = parse_config(yaml.safe_dump(data))
     assert today.search.algorithm == "gumbel" and today.evaluation.gating is False
@@ -440,13 +458,13 @@ def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() ->
     assert old.search.algorithm == "puct" and old.network.aux_heads is False
     assert old.search.simulations == 32 and old.pipeline.config_version == 1
     for path in PRESETS:
-        assert load_config(path).pipeline.config_version == 3, path.name
+        assert load_config(path).pipeline.config_version == 4, path.name
     newer = "new.yaml: pipeline.config_version: written by a newer tabula: this one reads formats "
-    for text in ("pipeline:\n  config_version: 4\n",
-                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 4\n"):  # fmt: skip
+    for text in ("pipeline:\n  config_version: 5\n",
+                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 5\n"):  # fmt: skip
         with pytest.raises(ConfigError) as e:
             parse_config(text, source="new.yaml")
-        assert str(e.value) == newer + "up to 3 (got 4)"
+        assert str(e.value) == newer + "up to 4 (got 5)"
     for text, key in [
         ("pipeline:\n  config_version: true\n", "pipeline.config_version"),
         ("pipeline:\n  config_version: 1.0\n", "pipeline.config_version"),

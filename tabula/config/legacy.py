@@ -28,15 +28,17 @@ ALWAYS_WRITTEN = {
     "evaluation": ("gating_games", "gating_threshold", "simulations"),
     "pipeline": ("name", "iterations", "seed"),
 }
-#: The format of the configs this version writes (``pipeline.config_version``): 3 since the
+#: The format of the configs this version writes (``pipeline.config_version``): 4 since the
+#: default learning rate is three times the paper's, 3 since the
 #: default took KataGo's playout caps as KataGo runs them, 2 since the quick start took the
 #: laptop preset's settings (docs/configuration.md); 1 before, when no file said its format.
-CONFIG_VERSION = 3
+CONFIG_VERSION = 4
 #: Per older format, the fields whose default changed when the next format came, and what a file
 #: of that format meant by leaving them out. Format 1 (2 to come): the search's early passes and
 #: own-eye fills (allowed until these switches came, off by default since), and the switches
 #: whose defaults changed when the quick start took the laptop preset's settings. Format 2 (3 to
-#: come): the playout caps' fast searches noisy and recorded, and `steps` every iteration.
+#: come): the playout caps' fast searches noisy and recorded, and `steps` every iteration. Format
+#: 3 (4 to come): the paper's learning rates.
 CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     1: {
         ("search", "early_pass"): True,
@@ -51,6 +53,9 @@ CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
         ("selfplay", "quiet_fast_searches"): False,
         ("selfplay", "record_fast_rows"): True,
         ("training", "samples_per_row"): None,
+    },
+    3: {
+        ("training", "lr_values"): [0.01, 0.001, 0.0001],
     },
 }
 
