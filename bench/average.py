@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.ladder import elo_gap, side_summary
+from bench.runs import add_run_arguments, champion_iteration, run_layout
 from bench.strength_games import play_match
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.datamodule import ShardDataModule
@@ -36,7 +37,6 @@ from model.files import write_json
 from model.network import PolicyValueNet, network_args
 from tabula.config import load_config
 from tasks.run.layout import RunLayout
-from tasks.run.markers import champion
 
 #: Positions the batch-norm statistics of an average are recomputed over: 40 x 256 = 10,240.
 BN_BATCHES, BN_BATCH = 40, 256
@@ -109,23 +109,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.average", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--project", type=Path, required=True, help="the run's repository")
-    parser.add_argument("--run", required=True, help="the run's name (data/RUN)")
+    add_run_arguments(parser)
     parser.add_argument("--last", default="2,4", help="iterations averaged, comma-separated")
     parser.add_argument("--games", type=int, default=100, help="games against the last iterate")
     parser.add_argument("--simulations", type=int, default=64)
     parser.add_argument("--workdir", type=Path, help="default PROJECT/../average")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    layout = RunLayout(args.project.resolve(), "data", args.run)
-    best = champion(layout)
-    if best is None or not layout.params.exists():
-        parser.error(f"--run {args.run}: no champion under {layout.root}")
+    layout = run_layout(args)
+    last = champion_iteration(parser, layout)
     try:
         ks = sorted({int(k) for k in args.last.split(",")})
     except ValueError:
         parser.error(f"--last {args.last!r}: give iteration counts, e.g. 2,4")
-    last = best.iteration
     if not ks or ks[0] < 2 or ks[-1] > last:
         parser.error(f"--last {args.last!r}: each between 2 and the champion's iteration {last}")
     work = (args.workdir or args.project / ".." / "average").resolve()

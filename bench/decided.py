@@ -27,9 +27,9 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
+from bench.runs import add_run_arguments, run_layout
 from model.datamodule import find_shards
 from model.files import write_json
-from tasks.run.layout import RunLayout
 
 COLUMNS = ["game_id", "move_number", "root_value", "resign_disabled", "full_search"]
 
@@ -73,15 +73,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.decided", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--project", type=Path, required=True, help="the run's repository")
-    parser.add_argument("--run", required=True, help="the run's name (data/RUN)")
+    add_run_arguments(parser)
     parser.add_argument("--threshold", type=float, default=0.9, help="KataGo's: 0.9")
     parser.add_argument("--lookback", type=int, default=3, help="KataGo's: 3")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if not 0.0 < args.threshold < 1.0 or args.lookback < 1:
         parser.error("--threshold must lie in (0, 1) and --lookback be at least 1")
-    layout = RunLayout(args.project.resolve(), "data", args.run)
+    layout = run_layout(args)
     iterations = sorted(int(p.name[5:]) for p in layout.root.glob("iter-*") if p.name[5:].isdigit())
     rows = []
     for i in iterations:

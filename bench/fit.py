@@ -31,6 +31,7 @@ MLflow.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from bench.runs import add_run_arguments, champion_iteration, run_layout
 from model.checkpoint import load_checkpoint
 from model.datamodule import PositionWindow, load_window
 from model.files import write_json
@@ -46,7 +48,6 @@ from model.system import AlphaZeroSystem
 from tabula.config import load_config
 from tabula.config.models import Config
 from tasks.run.layout import RunLayout
-from tasks.run.markers import champion
 
 #: Positions a loss is measured on at once (`AlphaZeroSystem.held_out_losses` batches).
 BATCH = 1024
@@ -62,16 +63,9 @@ def sample(window: PositionWindow, n: int, seed: int) -> PositionWindow:
     def pick(a: np.ndarray | None) -> np.ndarray | None:
         return None if a is None else a[rows]
 
-    return PositionWindow(
-        board_size=window.board_size, packed=window.packed[rows], pi=window.pi[rows],
-        z=window.z[rows], shards=window.shards, used=window.used, games=window.games,
-        iterations=window.iterations, full=pick(window.full), ownership=pick(window.ownership),
-        score=pick(window.score), scored=pick(window.scored),
-    )  # fmt: skip
-
-
-def losses(system: AlphaZeroSystem, window: PositionWindow) -> dict[str, float]:
-    return system.held_out_losses(window.in_order(BATCH))
+    return replace(window, packed=window.packed[rows], pi=window.pi[rows], z=window.z[rows],
+                   full=pick(window.full), ownership=pick(window.ownership),
+                   score=pick(window.score), scored=pick(window.scored))  # fmt: skip
 
 
 def fit_at(layout: RunLayout, cfg: Config, i: int, positions: int) -> dict[str, Any]:
@@ -96,7 +90,8 @@ def fit_at(layout: RunLayout, cfg: Config, i: int, positions: int) -> dict[str, 
     out: dict[str, Any] = {"iteration": i, "global_step": int(metadata.get("global_step", 0))}
     for name, window in (("window", seen), ("next", fresh)):
         drawn = sample(window, positions, seed=i)
-        out[name] = {"positions": len(drawn), "games": window.games, **losses(system, drawn)}
+        terms = system.held_out_losses(drawn.in_order(BATCH))
+        out[name] = {"positions": len(drawn), "games": window.games, **terms}
     return out
 
 
@@ -111,19 +106,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         prog="python -m bench.fit", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--project", type=Path, required=True, help="the run's repository")
-    parser.add_argument("--run", required=True, help="the run's name (data/RUN)")
+    add_run_arguments(parser)
     parser.add_argument("--points", type=int, default=8, help="iterations measured")
     parser.add_argument("--positions", type=int, default=8192, help="positions per loss")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    layout = RunLayout(args.project.resolve(), "data", args.run)
-    best = champion(layout)
-    if best is None or not layout.params.exists():
-        parser.error(f"--run {args.run}: no finished iteration under {layout.root}")
+    layout = run_layout(args)
+    best = champion_iteration(parser, layout)  # the last iteration that trained
     if args.points < 1 or args.positions < 1:
         parser.error("--points and --positions must be at least 1")
-    last = max(i for i in range(1, best.iteration + 1) if layout.selfplay(i).exists())
+    last = max(i for i in range(1, best + 1) if layout.selfplay(i).exists())
     chosen = points(last, args.points)
     if not chosen:
         parser.error(f"--run {args.run}: needs two iterations of self-play, has {last}")
