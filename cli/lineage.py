@@ -50,6 +50,7 @@ def reproduce(
     set_: SetOpt = None,
 ) -> None:
     """Rebuild a checkpoint from its DVC lineage and compare the weights' sha256."""
+    from flows.api import prefect_api
     from flows.reproduce import reproduce as reproduce_flow
     from tasks.reproduce import locate, require_iteration, require_run
 
@@ -60,8 +61,8 @@ def reproduce(
     require_run(_project(), run, cfg.pipeline.data_dir)
     require_iteration(_project(), run, i, cfg.pipeline.data_dir)
     _one_line_console_errors()
-    _verdict(
-        reproduce_flow(
+    with prefect_api(cfg.pipeline.prefect_api_url):
+        reproduction = reproduce_flow(
             target,
             str(_project()),
             cfg.pipeline.name,
@@ -69,7 +70,7 @@ def reproduce(
             cfg.pipeline.dvc_remote,
             cfg.pipeline.data_dir,
         )
-    )
+    _verdict(reproduction)
 
 
 @stage_app.command("train")

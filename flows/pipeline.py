@@ -5,20 +5,21 @@ tracking store that cannot be reached, takes the run's lock, marks KILLED the ML
 dead process left RUNNING (a stage that raises ends its runs FAILED, or KILLED on an
 interrupt, itself), freezes the config in ``data/<run>/params.yaml`` on the first start
 (`tasks.lineage.freeze_config`: a resumed run must use the same config, only
-``pipeline.iterations`` may grow), and runs the ``pipeline`` flow, which starts the run from a
-randomly initialised network (iteration 0) and then runs each unfinished iteration.
+``pipeline.iterations`` may grow), and runs the ``pipeline`` flow against the run's Prefect API
+(`flows.api`), which starts the run from a randomly initialised network (iteration 0) and then
+runs each unfinished iteration.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 from dataclasses import replace
 from pathlib import Path
 
 from prefect import flow
 from prefect.runtime import flow_run
 
+from flows.api import prefect_api
 from flows.iteration import iteration
 from tabula.config import Config, parse_config
 from tabula.plan import derive_seed
@@ -189,7 +190,6 @@ def run_pipeline(
     to the run (default: what it has used so far; ``tabula run`` passes 0, so that its own
     start-up counts)."""
     cpu_start = process_tree_cpu_seconds() if cpu_start is None else cpu_start
-    use_prefect_api(cfg)
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, cfg.pipeline.name)
     tracking.require_reachable(cfg.pipeline.mlflow_tracking_uri, layout.project)
     with RunLock(layout):
@@ -200,21 +200,14 @@ def run_pipeline(
             mlflow_runs.mark_killed(cfg, layout)
         budgeted = core_hours is not None or hours is not None or limited(read_budget(layout))
         n = iterations if iterations is not None or budgeted else cfg.pipeline.iterations
-        return pipeline(
-            text,
-            str(layout.project),
-            layout.run,
-            n,
-            dask_address or cfg.pipeline.dask_address,
-            core_hours,
-            hours,
-            cpu_start,
-        )
-
-
-def use_prefect_api(cfg: Config) -> None:
-    """Point this process's Prefect client at ``pipeline.prefect_api_url`` (when set), with
-    Prefect's analytics off; before the first flow runs."""
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    if cfg.pipeline.prefect_api_url:
-        os.environ["PREFECT_API_URL"] = cfg.pipeline.prefect_api_url
+        with prefect_api(cfg.pipeline.prefect_api_url):
+            return pipeline(
+                text,
+                str(layout.project),
+                layout.run,
+                n,
+                dask_address or cfg.pipeline.dask_address,
+                core_hours,
+                hours,
+                cpu_start,
+            )

@@ -61,19 +61,23 @@ class Run:
 def start(
     project: Path,
     iterations: int,
-    api: str,
+    api: str | None,
     preexec: Callable[[], None] | None = None,
     kill_at: str | None = None,
     extra: list[str] | None = None,
     env: dict[str, str] | None = None,
 ) -> Run:
     """Start ``tabula run`` with TINY and GATED (and the overrides ``extra``, the environment
-    variables ``env``); ``preexec`` runs in the child before it starts; ``kill_at``: the point
+    variables ``env``) against the Prefect API ``api`` (None: none in the environment, so the
+    run starts its own); ``preexec`` runs in the child before it starts; ``kill_at``: the point
     where the run kills itself (``tasks.run.faults.KILL_AT``, test-only)."""
     args = [TABULA, "run", "--iterations", str(iterations)]
     for item in [*TINY, *GATED, *(extra or [])]:
         args += ["--set", item]
-    environ = {**os.environ, "PREFECT_API_URL": api, "PREFECT_LOGGING_LEVEL": "WARNING"}
+    environ = {**os.environ, "PREFECT_LOGGING_LEVEL": "WARNING"}
+    environ.pop("PREFECT_API_URL", None)
+    if api is not None:
+        environ["PREFECT_API_URL"] = api
     environ.pop(KILL_AT, None)
     if kill_at is not None:
         environ[KILL_AT] = kill_at
@@ -134,6 +138,20 @@ def killed_itself(run: Run, limit: float = 600) -> bool:
         os.killpg(run.proc.pid, signal.SIGKILL)
     assert rc in (0, -signal.SIGKILL), f"exit {rc}:\n{stderr[-3000:]}"
     return rc == -signal.SIGKILL
+
+
+def statuses(project: Path) -> dict[str, str]:
+    """{"pipeline" or "iter-N": status} of the tiny run's MLflow runs."""
+    client = tracking.connect("sqlite:///mlflow/mlflow.db", project)
+    exp = client.get_experiment_by_name(tracking.experiment_name())
+    if exp is None:
+        return {}
+    out = {}
+    for r in client.search_runs([exp.experiment_id], f"tags.`{tracking.TAG_RUN}` = '{RUN}'"):
+        kind = r.data.tags.get(tracking.TAG_KIND)
+        name = "pipeline" if kind == "pipeline" else f"iter-{r.data.tags[tracking.TAG_ITERATION]}"
+        out[name] = r.info.status
+    return out
 
 
 def error_line(stderr: str) -> str:

@@ -11,7 +11,6 @@ import pytest
 
 from tabula.config import load_config
 from tasks import runs as mlflow_runs
-from tasks import tracking
 from tasks.run.layout import RunLayout
 from tests import pipeline_runs as runs
 from tests.conftest import TINY
@@ -19,42 +18,27 @@ from tests.conftest import TINY
 pytestmark = pytest.mark.slow
 
 
-def statuses(project) -> dict[str, str]:
-    """{"pipeline" or "iter-N": status} of the tiny run's MLflow runs."""
-    cfg = load_config(None, TINY)
-    client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
-    exp = client.get_experiment_by_name(tracking.experiment_name())
-    if exp is None:
-        return {}
-    out = {}
-    for r in client.search_runs([exp.experiment_id], f"tags.`{tracking.TAG_RUN}` = '{runs.RUN}'"):
-        kind = r.data.tags.get(tracking.TAG_KIND)
-        name = "pipeline" if kind == "pipeline" else f"iter-{r.data.tags[tracking.TAG_ITERATION]}"
-        out[name] = r.info.status
-    return out
-
-
 def test_sigterm_ends_the_runs_killed(prefect_server, project):
     run = runs.start(project, 1, prefect_server)
     deadline = time.monotonic() + 600
-    while statuses(project).get("iter-1") != "RUNNING":  # the iteration's run is open
+    while runs.statuses(project).get("iter-1") != "RUNNING":  # the iteration's run is open
         assert run.proc.poll() is None, run.stderr_tail()
         assert time.monotonic() < deadline
         time.sleep(0.2)
     run.proc.send_signal(signal.SIGTERM)
     run.wait(timeout=300)
-    assert statuses(project) == {"pipeline": "KILLED", "iter-1": "KILLED"}
+    assert runs.statuses(project) == {"pipeline": "KILLED", "iter-1": "KILLED"}
 
 
 def test_sigkill_leaves_runs_that_the_resume_marks_killed(prefect_server, project):
     assert runs.killed_itself(runs.start(project, 1, prefect_server, kill_at="train"))
-    assert statuses(project) == {"pipeline": "RUNNING", "iter-1": "RUNNING"}  # nobody said
+    assert runs.statuses(project) == {"pipeline": "RUNNING", "iter-1": "RUNNING"}  # nobody said
     cfg = load_config(None, TINY)
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
     assert len(mlflow_runs.mark_killed(cfg, layout)) == 2  # what run_pipeline does under the lock
-    assert statuses(project) == {"pipeline": "KILLED", "iter-1": "KILLED"}
+    assert runs.statuses(project) == {"pipeline": "KILLED", "iter-1": "KILLED"}
     runs.run(project, 1, prefect_server)  # the resume reopens and finishes them
-    assert statuses(project) == {"pipeline": "FINISHED", "iter-1": "FINISHED"}
+    assert runs.statuses(project) == {"pipeline": "FINISHED", "iter-1": "FINISHED"}
 
 
 def test_a_stage_that_raises_ends_its_runs_failed(prefect_server, project):
@@ -66,4 +50,8 @@ def test_a_stage_that_raises_ends_its_runs_failed(prefect_server, project):
     layout.selfplay(2).write_text("not a folder\n")
     line = runs.error_line(runs.run(project, 2, prefect_server, expect=1))
     assert "Not a directory" in line
-    assert statuses(project) == {"pipeline": "FAILED", "iter-1": "FINISHED", "iter-2": "FAILED"}
+    assert runs.statuses(project) == {
+        "pipeline": "FAILED",
+        "iter-1": "FINISHED",
+        "iter-2": "FAILED",
+    }

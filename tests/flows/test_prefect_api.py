@@ -1,0 +1,92 @@
+"""The Prefect API a run reports to (`flows.api`): the configured ``pipeline.prefect_api_url``
+when no environment names one, else a temporary server of the run's own that Ctrl-C does not
+stop before the run and that a SIGKILL of the run does not leave behind. Real ``tabula run``
+subprocesses; the temporary servers keep their database under the test's PREFECT_HOME."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests import pipeline_runs as runs
+
+pytestmark = pytest.mark.slow
+
+
+def own_server(run: runs.Run, project: Path, limit: float = 300) -> psutil.Process:
+    """The run's temporary Prefect server (its uvicorn child), once it answers: by then the
+    run has opened its iteration's MLflow run."""
+    deadline = time.monotonic() + limit
+    while runs.statuses(project).get("iter-1") != "RUNNING":
+        assert run.proc.poll() is None, run.stderr_tail()
+        assert time.monotonic() < deadline, "iteration 1 never started"
+        time.sleep(0.2)
+    children = psutil.Process(run.proc.pid).children()
+    servers = [c for c in children if "prefect.server.api.server:create_app" in c.cmdline()]
+    assert len(servers) == 1, [c.cmdline() for c in children]
+    return servers[0]
+
+
+def gone(process: psutil.Process, limit: float = 15) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if not process.is_running() or process.status() == psutil.STATUS_ZOMBIE:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> dict[str, str]:
+    return {"PREFECT_HOME": str(tmp_path / "prefect-home")}
+
+
+def test_ctrl_c_stops_a_run_on_its_own_server_at_once(project, home):
+    """Ctrl-C reaches the terminal's whole process group; the server, in a session of its own,
+    stays up while the run ends its MLflow runs KILLED, then stops with it."""
+    run = runs.start(project, 1, None, env=home)
+    server = own_server(run, project)
+    assert os.getsid(server.pid) != os.getsid(run.proc.pid)
+    started = time.monotonic()
+    os.killpg(run.proc.pid, signal.SIGINT)  # what Ctrl-C sends
+    rc, stderr = run.wait(timeout=120)
+    took = time.monotonic() - started
+    assert rc == 130, stderr[-3000:]
+    assert runs.error_line(stderr) == "tabula: interrupted"
+    assert took < 60, f"{took:.0f} s to stop"  # it was minutes, on a server stopped first
+    assert runs.statuses(project) == {"pipeline": "KILLED", "iter-1": "KILLED"}
+    assert gone(server)
+
+
+def test_a_run_killed_outright_takes_its_server_along(project, home):
+    run = runs.start(project, 1, None, env=home)
+    server = own_server(run, project)
+    os.kill(run.proc.pid, signal.SIGKILL)  # the run alone, not its group
+    run.proc.wait()
+    assert gone(server), "the temporary Prefect server outlived its run"
+
+
+def test_the_configured_prefect_api_is_the_one_used(prefect_server, project, home):
+    """``pipeline.prefect_api_url`` with no PREFECT_API_URL in the environment: the flow runs
+    are on that server (Prefect reads its settings once, at import)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    name = f"api-{os.getpid()}-{time.monotonic_ns()}"
+    extra = [f"pipeline.prefect_api_url={prefect_server}", f"pipeline.name={name}"]
+    rc, stderr = runs.start(project, 1, None, extra=extra, env=home).wait()
+    assert rc == 0, stderr[-3000:]
+    with (
+        temporary_settings({PREFECT_API_URL: prefect_server}),
+        get_client(sync_client=True) as client,
+    ):
+        found = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[name, f"{name}-iter-1"]))
+        )
+    assert sorted(r.name for r in found) == [name, f"{name}-iter-1"]
