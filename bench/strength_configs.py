@@ -40,6 +40,9 @@ PUCT_QUICKSTART = (
     "evaluation.gating=true",
 )
 
+# The paper's learning rates, the default's until bench.strength's lr3 (docs/strength.md).
+PAPER_RATES = "training.lr_values=[0.01,0.001,0.0001]"
+
 # The default's playout caps before they became KataGo's (docs/strength.md, "KataGo's playout
 # caps as KataGo runs them"), kept so that the runs measured then can be repeated.
 ALL_ROWS = (
@@ -79,9 +82,10 @@ CONFIGS = {
     ),
     "katago": Entry(
         "configs/quickstart.yaml",
-        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION),
-        "the default under the name it was screened with (strength-1ch-katago.json), so that"
-        " later screenings at one core-hour play against that run instead of training it again",
+        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION, PAPER_RATES),
+        "the default of strength-1ch-katago.json under the name it was screened with, at the"
+        " paper's learning rate as it ran, so that later screenings at one core-hour play against"
+        " that run (resumed, its frozen config must match) instead of training it again",
     ),
     "lr3": Entry(
         "configs/quickstart.yaml",
@@ -94,6 +98,24 @@ CONFIGS = {
         "default with three times the learning rate at every stage of its schedule (ours: the"
         " paper's 0.01 was set for batches of 2,048; whether a higher rate learns faster over a"
         " budget whose schedule anneals at its end)",
+    ),
+    "lr10": Entry(
+        "configs/quickstart.yaml",
+        (
+            *MACHINE,
+            "pipeline.iterations=1000",
+            PER_MACHINE_PRECISION,
+            "training.lr_values=[0.1,0.01,0.001]",
+        ),
+        "default with ten times the paper's learning rate at every stage (Goyal et al. 2017: 0.1"
+        " for batches of 256, the ResNet recipe; tabula trains on 256)",
+    ),
+    "g192": Entry(
+        "configs/quickstart.yaml",
+        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION, "selfplay.games=192"),
+        "default with iterations of 192 games instead of 384 (ours): twice as many network"
+        " updates over a budget, so self-play always uses a newer network; the window keeps its"
+        " 3,840 games",
     ),
     "puct": Entry(
         "configs/quickstart.yaml",

@@ -1,0 +1,37 @@
+"""`bench.strength_configs`: every config the strength benchmark trains loads, and the named
+screenings differ from the default in what their names say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.strength_configs import CONFIGS
+from tabula.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str):
+    entry = CONFIGS[name]
+    return load_config(ROOT / entry.file, entry.overrides)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_every_config_loads(name: str) -> None:
+    cfg = _load(name)
+    assert cfg.evaluation.anchor_games == 0  # rated after the budget, never inside the run
+    assert cfg.pipeline.iterations == 1000
+
+
+def test_screenings_change_what_they_name() -> None:
+    default = _load("default")
+    assert _load("katago").training.lr_values == [0.01, 0.001, 0.0001]  # as its run was frozen
+    assert _load("lr3").training.lr_values == default.training.lr_values == [0.03, 0.003, 0.0003]
+    assert _load("lr10").training.lr_values == [0.1, 0.01, 0.001]
+    assert _load("g192").selfplay.games == default.selfplay.games // 2
+    wide = _load("wide").network
+    assert (
+        (wide.blocks, wide.filters) == (6, 64) != (default.network.blocks, default.network.filters)
+    )
