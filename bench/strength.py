@@ -43,7 +43,8 @@ and their rows weighted 0; ``pivalue``, default with
 the value target's root value taken as Σ π′·completed Q; ``m4``, default with Sequential
 Halving over 4 sampled actions; ``wide``, default with a 6 × 64 network; ``lr3``, default
 with three times the paper's learning rate (the default since), ``lr10`` with ten times it;
-``g192``, default with 192 games an iteration; ``katago``, the default of the ``katago``
+``g192``, default with 192 games an iteration; ``reduced``, default with KataGo's reduced
+visits in decided games; ``katago``, the default of the ``katago``
 screening (the paper's rate) under its screening name, whose one-core-hour run later screenings
 reuse; ``laptop``, ``configs/9x9-laptop.yaml``. Each run's
 first iteration plans the config's ``pipeline.iterations`` (1000: no drop yet); from the second

@@ -117,6 +117,17 @@ CONFIGS = {
         " updates over a budget, so self-play always uses a newer network; the window keeps its"
         " 3,840 games",
     ),
+    "reduced": Entry(
+        "configs/quickstart.yaml",
+        (
+            *MACHINE,
+            "pipeline.iterations=1000",
+            PER_MACHINE_PRECISION,
+            "selfplay.decided_threshold=0.9",
+        ),
+        "default with KataGo's reduced visits (its selfplay configs: reduceVisitsThreshold 0.9"
+        " over 3 searches): a decided game's moves get fast searches, which record no rows",
+    ),
     "puct": Entry(
         "configs/quickstart.yaml",
         (*MACHINE, "pipeline.iterations=1000", *PUCT_QUICKSTART),

@@ -48,6 +48,9 @@ class SelfPlayParams:
     (drawn from the game's generator), else a search of ``fast_simulations`` whose pi is not
     a policy target (``GameRecord.full_search``). 1.0 (the default) draws nothing.
     quiet_fast_searches: fast searches draw no root noise and play their best move (KataGo).
+    decided_threshold, decided_lookback: KataGo's reduced visits: a search is fast, whatever the
+    draw, when the game's last ``decided_lookback`` root values all lie beyond the threshold in
+    absolute value (None: never).
     improved_root_value: the recorded root value is sum_a pi'(a) completed Q(a) (Gumbel).
     """
 
@@ -62,6 +65,8 @@ class SelfPlayParams:
     full_search_fraction: float = 1.0
     fast_simulations: int = 1
     quiet_fast_searches: bool = False
+    decided_threshold: float | None = None
+    decided_lookback: int = 3
     improved_root_value: bool = False
 
     @classmethod
@@ -80,6 +85,8 @@ class SelfPlayParams:
             full_search_fraction=sp.full_search_fraction,
             fast_simulations=sp.fast_simulations_for(cfg.search.simulations),
             quiet_fast_searches=sp.quiet_fast_searches,
+            decided_threshold=sp.decided_threshold,
+            decided_lookback=sp.decided_lookback,
             improved_root_value=sp.root_value == "improved",
         )
 
@@ -205,19 +212,36 @@ class _Loop:
         self.mcts.reset(s, rng)
         self._start_searches(np.array([s], dtype=np.int64))
 
-    def _start_searches(self, slots: np.ndarray) -> None:
-        """Start each slot's next search: full, or fast with playout caps (`SelfPlayParams`)."""
+    def _start_searches(self, slots: np.ndarray, values: np.ndarray | None = None) -> None:
+        """Start each slot's next search: full, or fast with playout caps or in a decided game
+        (`SelfPlayParams`). values: the root value each slot's last search found, not yet in
+        its game's record (None: a new game)."""
         p = self.params
-        if p.full_search_fraction >= 1.0:
+        if p.full_search_fraction >= 1.0 and p.decided_threshold is None:
             self.mcts.start(slots)
             return
-        full = np.array(
-            [self._game(s).rng.random() < p.full_search_fraction for s in slots], dtype=bool
-        )
+        full = np.array([self._draw_full(self._game(s)) for s in slots], dtype=bool)
+        if p.decided_threshold is not None and values is not None:
+            decided = [self._decided(self._game(s), v) for s, v in zip(slots, values, strict=True)]
+            full &= ~np.array(decided, dtype=bool)
         for s, f in zip(slots, full, strict=True):
             self._game(s).searching_full = bool(f)
         self.mcts.start(slots[full])
         self.mcts.start(slots[~full], p.fast_simulations, quiet=p.quiet_fast_searches)
+
+    def _draw_full(self, game: _Slot) -> bool:
+        """Playout caps: a full search with probability full_search_fraction (no draw at 1)."""
+        fraction = self.params.full_search_fraction
+        return fraction >= 1.0 or bool(game.rng.random() < fraction)
+
+    def _decided(self, game: _Slot, latest: float) -> bool:
+        """The game's last decided_lookback root values, ``latest`` the last of them, all lie
+        beyond decided_threshold (KataGo's reduced visits; values from the side to move)."""
+        p = self.params
+        assert p.decided_threshold is not None
+        earlier = p.decided_lookback - 1
+        recent = [*game.root_values[max(0, len(game.root_values) - earlier) :], latest]
+        return len(recent) == p.decided_lookback and min(map(abs, recent)) > p.decided_threshold
 
     def live(self, slots: np.ndarray) -> np.ndarray:
         return np.array([s for s in slots if self.slots[s] is not None], dtype=np.int64)
@@ -265,7 +289,7 @@ class _Loop:
         mcts.play_many(movers, move[moving])
         ended = moving & mcts.games(done).over
         searched_full = [self._game(s).searching_full for s in done]  # before the next search
-        self._start_searches(done[moving & ~ended])
+        self._start_searches(done[moving & ~ended], root_value[moving & ~ended])
         for i, s in enumerate(done.tolist()):
             game, color = self._game(s), int(colors[i])
             if resigns[i]:

@@ -211,6 +211,19 @@ class SelfPlayConfig(_Section):
         " searches' positions are rows, as KataGo records them (Wu 2019, section 3.1), so"
         " training.samples_per_row counts full rows only.",
     )
+    decided_threshold: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="KataGo's reduced visits (its selfplay configs: reduceVisitsThreshold 0.9):"
+        " a move whose game's last decided_lookback searches all valued the position beyond"
+        " this, for either side, gets a fast search instead of a full one, so a decided game"
+        " costs little and adds no policy rows. None: off.",
+    )
+    decided_lookback: int = Field(
+        default=3, ge=1, description="Searches the value must stay beyond decided_threshold"
+        " (KataGo's reduceVisitsThresholdLookback: 3).",
+    )  # fmt: skip
 
     root_value: Literal["search", "improved"] = Field(
         default="search",

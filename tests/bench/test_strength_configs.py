@@ -31,6 +31,10 @@ def test_screenings_change_what_they_name() -> None:
     assert _load("lr3").training.lr_values == default.training.lr_values == [0.03, 0.003, 0.0003]
     assert _load("lr10").training.lr_values == [0.1, 0.01, 0.001]
     assert _load("g192").selfplay.games == default.selfplay.games // 2
+    assert (_load("reduced").selfplay.decided_threshold, default.selfplay.decided_threshold) == (
+        0.9,
+        None,
+    )
     wide = _load("wide").network
     assert (
         (wide.blocks, wide.filters) == (6, 64) != (default.network.blocks, default.network.filters)

@@ -119,3 +119,38 @@ def test_the_improved_root_value_is_recorded_when_asked() -> None:
     )
     cfg = load_config(None, ["selfplay.root_value=improved"])
     assert SelfPlayParams.from_config(cfg).improved_root_value
+
+
+def _decided_before(r: GameRecord, t: int, threshold: float, lookback: int) -> bool:
+    """Move t's search follows ``lookback`` searches of the game valued beyond ``threshold``."""
+    recent = r.root_values[max(0, t - lookback) : t]
+    return t >= lookback and bool((np.abs(recent) > threshold).all())
+
+
+@pytest.mark.parametrize("fraction", [0.3, 1.0])
+def test_a_decided_game_gets_fast_searches(fraction: float) -> None:
+    """KataGo's reduced visits: once the last `decided_lookback` root values all lie beyond the
+    threshold (either side), the move's search is fast whatever the draw; until a game's first
+    decided move it is the same game as without the switch (the draw is made either way)."""
+    threshold, lookback = 0.15, 2
+    reduced = play(params("gumbel", full_search_fraction=fraction,
+                          decided_threshold=threshold, decided_lookback=lookback), 8)  # fmt: skip
+    plain = play(params("gumbel", full_search_fraction=fraction), 8)
+    decided = 0
+    for r, q in zip(reduced, plain, strict=True):
+        marks = [_decided_before(r, t, threshold, lookback) for t in range(r.length)]
+        decided += sum(marks)
+        assert not any(r.full_search[t] for t in range(r.length) if marks[t])
+        first = marks.index(True) if True in marks else r.length
+        assert (r.moves[:first] == q.moves[:first]).all()
+        assert (r.full_search[:first] == q.full_search[:first]).all()
+        if fraction == 1.0:  # nothing else makes a search fast
+            assert [not f for f in r.full_search] == marks
+    assert decided > 20  # the case was exercised
+
+
+def test_reduced_visits_from_config() -> None:
+    assert SelfPlayParams.from_config(load_config(None)).decided_threshold is None  # off
+    cfg = load_config(None, ["selfplay.decided_threshold=0.9", "selfplay.decided_lookback=3"])
+    p = SelfPlayParams.from_config(cfg)
+    assert (p.decided_threshold, p.decided_lookback) == (0.9, 3)
