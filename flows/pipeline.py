@@ -121,8 +121,8 @@ def pipeline(
                     row = replace(row, stage_cpu_s=dict(recorded.stages))  # mend counts next
             rows.append(row)
             i += 1
-    except BaseException as error:  # the parent run ends FAILED, or KILLED on an interrupt
-        mlflow_runs.fail(cfg, layout, [parent], error)
+    except BaseException as error:  # the parent run ends FAILED, or KILLED on an interrupt,
+        mlflow_runs.fail(cfg, layout, [parent], error, and_running=True)  # a child's too
         raise
     mlflow_runs.finish(cfg, layout, parent)
     final = finished(layout, len(rows), Stage.EVALUATE, EvaluationRecord) if rows else None

@@ -178,10 +178,19 @@ def finish(cfg: Config, layout: RunLayout, run_id: str, status: str = "FINISHED"
     tracking.finish(_client(cfg, layout), run_id, status)
 
 
-def fail(cfg: Config, layout: RunLayout, run_ids: list[str], error: BaseException) -> None:
-    """End ``run_ids`` FAILED (or KILLED for an interrupt) because ``error`` stopped them; a
-    tracking store that fails here too (the disk that stopped the stage is full) stays silent,
-    so that ``error`` is the one line the user sees."""
+def fail(
+    cfg: Config,
+    layout: RunLayout,
+    run_ids: list[str],
+    error: BaseException,
+    *,
+    and_running: bool = False,
+) -> None:
+    """End ``run_ids`` FAILED (or KILLED for an interrupt) because ``error`` stopped them, and
+    with ``and_running`` every other run of this tabula run still RUNNING, which the process
+    holding the run's lock owns (an iteration's that the stop caught after MLflow created it
+    and before the flow had its id). A tracking store that fails here too (the disk that
+    stopped the stage is full) stays silent, so that ``error`` is the one line the user sees."""
     try:
         client = _client(cfg, layout)  # (imports MLflow, which sets its loggers' levels)
     except Exception:  # noqa: BLE001
@@ -191,6 +200,9 @@ def fail(cfg: Config, layout: RunLayout, run_ids: list[str], error: BaseExceptio
     for logger in loggers:
         logger.setLevel(logging.CRITICAL + 1)
     try:
+        if and_running:
+            found = tracking.running(client, _experiment(cfg, layout, client), layout.run)
+            run_ids = [*run_ids, *(r for r in found if r not in run_ids)]
         for run_id in run_ids:
             tracking.finish(client, run_id, tracking.end_status(error))
     except Exception:  # noqa: BLE001, S110  (the stage's error is the one to report)

@@ -421,14 +421,19 @@ def end_status(error: BaseException) -> str:
     return "KILLED" if interrupted else "FAILED"
 
 
+def running(client, experiment_id: str, run: str) -> list[str]:
+    """The ids of tabula run ``run``'s MLflow runs that are RUNNING."""
+    query = f"tags.`{TAG_RUN}` = '{run}' and attributes.status = 'RUNNING'"
+    return [r.info.run_id for r in client.search_runs([experiment_id], filter_string=query)]
+
+
 def mark_killed(client, experiment_id: str, run: str) -> list[str]:
     """Runs of tabula run ``run`` still RUNNING when no process holds the run's lock: their
     process died without a word (SIGKILL, a power cut). Mark them KILLED; returns their ids."""
-    running = f"tags.`{TAG_RUN}` = '{run}' and attributes.status = 'RUNNING'"
-    found = client.search_runs([experiment_id], filter_string=running)
-    for r in found:
-        client.set_terminated(r.info.run_id, status="KILLED")
-    return [r.info.run_id for r in found]
+    found = running(client, experiment_id, run)
+    for run_id in found:
+        client.set_terminated(run_id, status="KILLED")
+    return found
 
 
 def model_version(uri: str, tracking_uri: str, project: Path | None) -> Any:

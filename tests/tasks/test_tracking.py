@@ -118,3 +118,27 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+# -- a stop ends the runs of its tabula run ---------------------------------------------------
+
+
+def test_a_stop_ends_every_run_of_its_tabula_run_and_no_other(tmp_path: Path):
+    """The pipeline's stop (`tasks.runs.fail`, and_running) ends its own run and an iteration's
+    that MLflow created before the flow had its id, KILLED for an interrupt; the runs of
+    another tabula run in the same experiment stay as they are."""
+    from tabula.config import load_config
+    from tasks import runs
+    from tasks.run.layout import RunLayout
+    from tests.conftest import TINY
+
+    cfg = load_config(None, TINY)
+    mine = RunLayout(tmp_path, cfg.pipeline.data_dir, cfg.pipeline.name)
+    other = RunLayout(tmp_path, cfg.pipeline.data_dir, "other")
+    parent = runs.open_pipeline_run.fn(cfg, mine, {})
+    child = runs.open_iteration_run.fn(cfg, mine, 1, parent, {})
+    theirs = runs.open_pipeline_run.fn(cfg, other, {})
+    runs.fail(cfg, mine, [parent], KeyboardInterrupt(), and_running=True)
+    client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, tmp_path)
+    status = {r: client.get_run(r).info.status for r in (parent, child, theirs)}
+    assert status == {parent: "KILLED", child: "KILLED", theirs: "RUNNING"}
