@@ -221,9 +221,11 @@ class SelfPlayConfig(_Section):
         " costs little and adds no policy rows. None: off.",
     )
     decided_lookback: int = Field(
-        default=3, ge=1, description="Searches the value must stay beyond decided_threshold"
+        default=3,
+        ge=1,
+        description="Searches the value must stay beyond decided_threshold"
         " (KataGo's reduceVisitsThresholdLookback: 3).",
-    )  # fmt: skip
+    )
 
     root_value: Literal["search", "improved"] = Field(
         default="search",
