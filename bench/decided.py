@@ -10,7 +10,7 @@ when the search's value has been more extreme than the threshold over the last 3
 building that into tabula's self-play, this benchmark counts, per iteration of a finished run,
 the positions it would act on: those whose recorded root value (``root_value``, from the side
 to move) and the previous ``--lookback`` - 1 positions' of the same game all lie beyond
-``--threshold`` in absolute value, overall, among full searches, and in the games played with
+``--threshold`` for the same side, overall, among full searches, and in the games played with
 resignation off (the others resign at ``selfplay.v_resign`` first). The share bounds the
 self-play a reduction could save.
 """
@@ -38,15 +38,19 @@ def decided_mask(
     game_id: np.ndarray, move_number: np.ndarray, value: np.ndarray, threshold: float, lookback: int
 ) -> np.ndarray:
     """Per row: this position and the ``lookback`` - 1 before it in its game all have
-    ``|value| > threshold`` (a game's first ``lookback`` - 1 positions never do). Only recorded
-    positions count, moves apart by one: where fast searches' rows are not recorded
-    (``selfplay.record_fast_rows``), a gap in the move numbers starts the count again."""
+    ``|value| > threshold`` for the same side (a game's first ``lookback`` - 1 positions never
+    do). Values are from the side to move, so one side stays ahead while their signs alternate;
+    a swing starts the count again. Only recorded positions count, moves apart by one: where
+    fast searches' rows are not recorded (``selfplay.record_fast_rows``), a gap in the move
+    numbers starts the count again."""
     order = np.lexsort((move_number, game_id))
-    extreme = np.abs(value[order]) > threshold
+    v = value[order]
+    extreme = np.abs(v) > threshold
     games, moves = game_id[order], move_number[order]
     run = np.zeros(len(order), dtype=np.int64)  # extreme positions in a row, within the game
     for k in range(len(order)):
         same = k > 0 and games[k] == games[k - 1] and moves[k] == moves[k - 1] + 1
+        same = same and v[k] * v[k - 1] < 0
         run[k] = (run[k - 1] + 1 if same else 1) if extreme[k] else 0
     out = np.zeros(len(order), dtype=bool)
     out[order] = run >= lookback

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 
@@ -236,12 +237,18 @@ class _Loop:
 
     def _decided(self, game: _Slot, latest: float) -> bool:
         """The game's last decided_lookback root values, ``latest`` the last of them, all lie
-        beyond decided_threshold (KataGo's reduced visits; values from the side to move)."""
+        beyond decided_threshold for the same side (KataGo's reduced visits). The values are
+        from the side to move, which changes every move, so one side stays ahead when their
+        signs alternate; a swing, each side in turn sure it wins, is not decided."""
         p = self.params
         assert p.decided_threshold is not None
         earlier = p.decided_lookback - 1
         recent = [*game.root_values[max(0, len(game.root_values) - earlier) :], latest]
-        return len(recent) == p.decided_lookback and min(map(abs, recent)) > p.decided_threshold
+        return (
+            len(recent) == p.decided_lookback
+            and min(map(abs, recent)) > p.decided_threshold
+            and all(a * b < 0 for a, b in pairwise(recent))
+        )
 
     def live(self, slots: np.ndarray) -> np.ndarray:
         return np.array([s for s in slots if self.slots[s] is not None], dtype=np.int64)

@@ -217,7 +217,7 @@ class SelfPlayConfig(_Section):
         lt=1,
         description="KataGo's reduced visits (its selfplay configs: reduceVisitsThreshold 0.9):"
         " a move whose game's last decided_lookback searches all valued the position beyond"
-        " this, for either side, gets a fast search instead of a full one, so a decided game"
+        " this for the same side gets a fast search instead of a full one, so a decided game"
         " costs little and adds no policy rows. None: off.",
     )
     decided_lookback: int = Field(

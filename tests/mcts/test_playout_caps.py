@@ -122,15 +122,16 @@ def test_the_improved_root_value_is_recorded_when_asked() -> None:
 
 
 def _decided_before(r: GameRecord, t: int, threshold: float, lookback: int) -> bool:
-    """Move t's search follows ``lookback`` searches of the game valued beyond ``threshold``."""
-    recent = r.root_values[max(0, t - lookback) : t]
-    return t >= lookback and bool((np.abs(recent) > threshold).all())
+    """Move t's search follows ``lookback`` searches of the game valued beyond ``threshold``
+    for one side (black's view: the value times the side to move)."""
+    black = r.root_values[max(0, t - lookback) : t] * r.to_play[max(0, t - lookback) : t]
+    return t >= lookback and bool((black > threshold).all() or (black < -threshold).all())
 
 
 @pytest.mark.parametrize("fraction", [0.3, 1.0])
 def test_a_decided_game_gets_fast_searches(fraction: float) -> None:
     """KataGo's reduced visits: once the last `decided_lookback` root values all lie beyond the
-    threshold (either side), the move's search is fast whatever the draw; until a game's first
+    threshold for one side, the move's search is fast whatever the draw; until a game's first
     decided move it is the same game as without the switch (the draw is made either way)."""
     threshold, lookback = 0.15, 2
     reduced = play(params("gumbel", full_search_fraction=fraction,
