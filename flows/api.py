@@ -25,10 +25,11 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import urlsplit
 
 import httpx
 
-from tabula.errors import TabulaError
+from tabula.errors import TabulaError, UsageError
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -40,6 +41,10 @@ class TemporaryServer:
     def __init__(self, startup_timeout_s: float) -> None:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.bind(("127.0.0.1", 0))  # the server inherits the bound socket: no port race
+        # uvicorn takes an inherited socket for a Unix one and leaves Nagle's algorithm on for
+        # the connections it accepts: each response's body then waits ~40 ms for the client's
+        # delayed ACK. Accepted sockets inherit the option from the listener.
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.port = listener.getsockname()[1]
         self.process = subprocess.Popen(
             [
@@ -92,6 +97,25 @@ class TemporaryServer:
 
 
 _server: TemporaryServer | None = None
+
+_LOOPBACK = {"localhost", "127.0.0.1", "::1"}
+
+
+def require_api_for(url: str | None, dask_address: str | None) -> None:
+    """Refuse a Dask scheduler on another machine when the flows would report to this
+    process's temporary server: it listens on 127.0.0.1, which the Dask workers, handed the
+    flow's settings, would take for their own machine. Checked before the run makes anything."""
+    from prefect.settings import PREFECT_API_URL
+
+    if not dask_address or url or PREFECT_API_URL.value():
+        return
+    host = urlsplit(dask_address if "://" in dask_address else f"tcp://{dask_address}").hostname
+    if host is not None and host not in _LOOPBACK:
+        raise UsageError(
+            f"the Dask scheduler {dask_address} is not on this machine, so its workers cannot "
+            "reach this run's temporary Prefect server: start a Prefect server they can reach "
+            "and name it in PREFECT_API_URL or pipeline.prefect_api_url (docs/scaling-out.md)"
+        )
 
 
 @contextmanager
