@@ -19,7 +19,7 @@ from pathlib import Path
 from prefect import flow
 from prefect.runtime import flow_run
 
-from flows.api import prefect_api
+from flows.api import prefect_api, require_api_for
 from flows.iteration import iteration
 from tabula.config import Config, parse_config
 from tabula.plan import derive_seed
@@ -180,9 +180,10 @@ def run_pipeline(
 ) -> list[SummaryRow]:
     """Lock the run, freeze its config and run the pipeline flow; returns the summary rows.
 
-    A tracking store that cannot be reached is refused first, in seconds and in one line
-    (`tasks.tracking.require_reachable`), before anything of the run is made on disk, in git
-    or in MLflow.
+    A tracking store that cannot be reached (`tasks.tracking.require_reachable`), or a Dask
+    scheduler on another machine with no Prefect server named (`flows.api.require_api_for`), is
+    refused first, in seconds and in one line, before anything of the run is made on disk, in
+    git or in MLflow.
 
     iterations: the iterations to reach (default: the config's, or, with a budget, as many
     as it pays for). core_hours, hours: the run's CPU and wall budgets (`tasks.run.budget`;
@@ -190,6 +191,8 @@ def run_pipeline(
     to the run (default: what it has used so far; ``tabula run`` passes 0, so that its own
     start-up counts)."""
     cpu_start = process_tree_cpu_seconds() if cpu_start is None else cpu_start
+    dask_address = dask_address or cfg.pipeline.dask_address
+    require_api_for(cfg.pipeline.prefect_api_url, dask_address)
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, cfg.pipeline.name)
     tracking.require_reachable(cfg.pipeline.mlflow_tracking_uri, layout.project)
     with RunLock(layout):
@@ -206,7 +209,7 @@ def run_pipeline(
                 str(layout.project),
                 layout.run,
                 n,
-                dask_address or cfg.pipeline.dask_address,
+                dask_address,
                 core_hours,
                 hours,
                 cpu_start,

@@ -1,5 +1,6 @@
-"""Bad input at the edges: malformed params, GTP junk, checkpoints carrying a pickle payload, and
-a tracking store that cannot be reached.
+"""Bad input at the edges: malformed params, GTP junk, checkpoints carrying a pickle payload, a
+tracking store that cannot be reached, and a Dask scheduler on another machine with no Prefect
+server named.
 
 Everything goes through the real entry points: the ``tabula`` command in a subprocess, the GTP
 engine's ``handle``, the checkpoint loader. Expected failures are one line on stderr, exit 2,
@@ -27,6 +28,7 @@ from model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from model.datamodule import synthetic_records
 from model.network import make_network
 from model.shards import write_shard
+from tabula.errors import UsageError
 from tabula.gtp import GtpEngine, preprocess
 from tabula.players import RandomPlayer
 from tests.conftest import TINY
@@ -420,3 +422,48 @@ def test_an_unreachable_tracking_store_is_one_line_and_nothing_begun(
     assert proc.stdout.strip() == ""  # (the progress display, never drawn, ends its line)
     assert not (project / "data").exists() and not (project / "mlflow").exists()
     assert ({p.name for p in project.iterdir()}, _git_state(project)) == before
+
+
+# --- 7. a Dask scheduler elsewhere and no Prefect server: refused before the run begins -------
+
+
+def test_a_remote_dask_scheduler_needs_a_prefect_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its workers would take the run's temporary server (127.0.0.1) for their own machine."""
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    project = empty_project(tmp_path / "project")
+    before = {p.name for p in project.iterdir()}, _git_state(project)
+    args = ["run", "--dask-address", "tcp://10.11.12.13:8786",
+            *(a for item in TINY for a in ("--set", item))]  # fmt: skip
+    proc = _tabula(args, project, env={"PREFECT_HOME": str(tmp_path / "prefect-home")})
+    line = _one_line(proc)
+    assert "tcp://10.11.12.13:8786" in line and "PREFECT_API_URL" in line, line
+    assert ({p.name for p in project.iterdir()}, _git_state(project)) == before
+
+
+@pytest.mark.parametrize(
+    ("address", "url", "refused"),
+    [
+        ("tcp://10.11.12.13:8786", None, True),
+        ("scheduler:8786", None, True),
+        ("tcp://127.0.0.1:8786", None, False),
+        ("tcp://localhost:8786", None, False),
+        ("tcp://[::1]:8786", None, False),
+        ("tcp://10.11.12.13:8786", "http://prefect-host:4200/api", False),
+        (None, None, False),
+    ],
+)
+def test_which_dask_schedulers_need_a_prefect_server(
+    address: str | None, url: str | None, refused: bool
+) -> None:
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.api import require_api_for
+
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        if refused:
+            with pytest.raises(UsageError, match="not on this machine"):
+                require_api_for(url, address)
+        else:
+            require_api_for(url, address)
