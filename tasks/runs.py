@@ -200,11 +200,12 @@ def fail(
     for logger in loggers:
         logger.setLevel(logging.CRITICAL + 1)
     try:
+        status = tracking.end_status(error)
+        for run_id in run_ids:  # first the runs known, whatever the search below meets
+            tracking.finish(client, run_id, status)
         if and_running:
-            found = tracking.running(client, _experiment(cfg, layout, client), layout.run)
-            run_ids = [*run_ids, *(r for r in found if r not in run_ids)]
-        for run_id in run_ids:
-            tracking.finish(client, run_id, tracking.end_status(error))
+            for run_id in tracking.running(client, _experiment(cfg, layout, client), layout.run):
+                tracking.finish(client, run_id, status)
     except Exception:  # noqa: BLE001, S110  (the stage's error is the one to report)
         pass
     finally:
