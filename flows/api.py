@@ -101,13 +101,19 @@ _server: TemporaryServer | None = None
 _LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 
 
+def _named_api(url: str | None) -> str | None:
+    """``url``, else Prefect's own setting; None: the flows report to this process's temporary
+    server."""
+    from prefect.settings import PREFECT_API_URL
+
+    return url or PREFECT_API_URL.value() or None
+
+
 def require_api_for(url: str | None, dask_address: str | None) -> None:
     """Refuse a Dask scheduler on another machine when the flows would report to this
     process's temporary server: it listens on 127.0.0.1, which the Dask workers, handed the
     flow's settings, would take for their own machine. Checked before the run makes anything."""
-    from prefect.settings import PREFECT_API_URL
-
-    if not dask_address or url or PREFECT_API_URL.value():
+    if not dask_address or _named_api(url):
         return
     host = urlsplit(dask_address if "://" in dask_address else f"tcp://{dask_address}").hostname
     if host is not None and host not in _LOOPBACK:
@@ -129,8 +135,8 @@ def prefect_api(url: str | None) -> Iterator[str]:
     )
 
     global _server
-    url = url or PREFECT_API_URL.value()
-    if not url:
+    url = _named_api(url)
+    if url is None:
         if _server is None or _server.process.poll() is not None:
             _server = TemporaryServer(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
             atexit.register(_server.stop)
