@@ -180,10 +180,11 @@ def run_pipeline(
 ) -> list[SummaryRow]:
     """Lock the run, freeze its config and run the pipeline flow; returns the summary rows.
 
-    A tracking store that cannot be reached (`tasks.tracking.require_reachable`), or a Dask
-    scheduler on another machine with no Prefect server named (`flows.api.require_api_for`), is
-    refused first, in seconds and in one line, before anything of the run is made on disk, in
-    git or in MLflow.
+    A tracking store that cannot be reached (`tasks.tracking.require_reachable`), a run name
+    that another tabula run holds in it (`tasks.runs.require_own_name`), or a Dask scheduler on
+    another machine with no Prefect server named (`flows.api.require_api_for`), is refused
+    first, in seconds and in one line, before anything of the run is made on disk, in git or in
+    MLflow.
 
     iterations: the iterations to reach (default: the config's, or, with a budget, as many
     as it pays for). core_hours, hours: the run's CPU and wall budgets (`tasks.run.budget`;
@@ -195,8 +196,9 @@ def run_pipeline(
     require_api_for(cfg.pipeline.prefect_api_url, dask_address)
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, cfg.pipeline.name)
     tracking.require_reachable(cfg.pipeline.mlflow_tracking_uri, layout.project)
+    versioning.require_run_files(layout.project, layout.run, layout.rel(layout.params))
+    mlflow_runs.require_own_name(cfg, layout)
     with RunLock(layout):
-        versioning.require_run_files(layout.project, layout.run, layout.rel(layout.params))
         resumed = layout.params.exists()
         text = freeze_config(cfg, layout)
         if resumed:  # the runs a killed process left RUNNING say so

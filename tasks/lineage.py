@@ -301,6 +301,7 @@ def record_lineage(layout: RunLayout, iteration: int, message: str) -> str | Non
     files = [
         *reports,
         layout.params,
+        layout.uid,
         layout.champion,
         *(p for folder in folders for name in LINEAGE_FILES for p in root.glob(f"{folder}/{name}")),
         layout.project / ".dvc" / "config",

@@ -6,12 +6,16 @@ Each takes explicit run ids: MLflow's active run is per thread and tasks run in 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from prefect import task
 
+from model.files import write_text
 from tabula.config import Config, config_to_flat_dict
+from tabula.errors import UsageError
 from tasks import tracking
 from tasks.retry import IO_RETRIES
 from tasks.run.codec import to_json
@@ -77,13 +81,86 @@ def run_link(cfg: Config, layout: RunLayout, run_id: str) -> str | None:
     return f"{uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
+class RunNameTakenError(UsageError):
+    """The run's name, in its experiment, is another tabula run's."""
+
+
+def run_uid(layout: RunLayout) -> str:
+    """The run's identity in the tracking store: the ``uid`` file of its folder, made at its
+    first start (before any MLflow run, so that a kill between the two leaves nothing without
+    it) and committed with its lineage, so that a clone resuming the run finds its runs."""
+    uid = read_uid(layout)
+    if uid is None:
+        uid = uuid.uuid4().hex
+        write_text(layout.uid, uid + "\n")
+    return uid
+
+
+def read_uid(layout: RunLayout) -> str | None:
+    """The run's identity; None before its first start, or for a run begun before runs had one."""
+    return layout.uid.read_text().strip() if layout.uid.is_file() else None
+
+
+def own_pipeline_run(
+    found: Sequence[tuple[str, str | None]], uid: str | None, resumed: bool, where: str
+) -> str | None:
+    """Which of the pipeline runs of the run's name ``found`` in its experiment (id, identity)
+    is the run's own: the one with its identity ``uid``; else, for a run resumed (its folder
+    was there) that has none of its own, one from before runs had an identity (adopted); else
+    None: the run makes its own. A run of that name left is another project's, or one whose
+    folder was deleted: reusing it would mix two runs' metrics and mark the other's live runs
+    KILLED, so it is refused (`RunNameTakenError`, one line naming ``where``)."""
+    mine = [run_id for run_id, tag in found if uid is not None and tag == uid]
+    if mine:
+        return mine[0]
+    older = [run_id for run_id, tag in found if tag is None]
+    if resumed and older:
+        return older[0]
+    if found:
+        raise RunNameTakenError(
+            f"{where} already holds a run of that name (MLflow run {found[0][0]}) that is not "
+            "this one: another project's, or one whose run folder was deleted; start this one "
+            "under another name (--set pipeline.name=...) or experiment (MLFLOW_EXPERIMENT_NAME)"
+        )
+    return None
+
+
+def require_own_name(cfg: Config, layout: RunLayout) -> None:
+    """Refuse (`RunNameTakenError`) to start or resume a run whose name another tabula run
+    holds in the tracking store, before anything of the run is made. A SQLite store or an
+    experiment that is not there yet holds no run, and is not created here."""
+    uri = tracking_uri(cfg, layout)
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        return
+    client = _client(cfg, layout)
+    exp = tracking.experiment_id(client, f"tabula/{layout.run}")  # (`_experiment`)
+    exp = exp or tracking.experiment_id(client, tracking.experiment_name())
+    if exp is None:
+        return
+    found = tracking.pipeline_runs(client, exp, layout.run)
+    own_pipeline_run(found, read_uid(layout), layout.params.exists(), _where(cfg, layout))
+
+
+def _where(cfg: Config, layout: RunLayout) -> str:
+    store = tracking.without_password(tracking_uri(cfg, layout))
+    return f"run {layout.run!r}: MLflow store {store}"
+
+
 @task(name="mlflow-open-pipeline", **IO_RETRIES)
 def open_pipeline_run(cfg: Config, layout: RunLayout, tags: dict[str, str]) -> str:
-    """The run's parent MLflow run (found again on resume), with the full config as params."""
+    """The run's parent MLflow run (found again on resume, `own_pipeline_run`; `run_pipeline`
+    refused a name taken before the run's folder was made), with the full config as params."""
     client = _client(cfg, layout)
     exp = _experiment(cfg, layout, client)
-    key = {tracking.TAG_RUN: layout.run, tracking.TAG_KIND: "pipeline"}
-    run_id = tracking.find_or_create_run(client, exp, key, layout.run, tags=tags)
+    uid = run_uid(layout)
+    found = tracking.pipeline_runs(client, exp, layout.run)
+    tags = {**tags, tracking.TAG_UID: uid}
+    run_id = own_pipeline_run(found, uid, True, _where(cfg, layout))
+    if run_id is None:
+        key = {tracking.TAG_RUN: layout.run, tracking.TAG_KIND: "pipeline"}
+        run_id = tracking.create_run(client, exp, layout.run, {**key, **tags})
+    else:
+        tracking.reopen(client, run_id, tags)
     tracking.log_params(client, run_id, config_to_flat_dict(cfg.resolve()))
     return run_id
 
@@ -102,6 +179,7 @@ def open_iteration_run(
         tracking.TAG_KIND: "iteration",
         tracking.TAG_ITERATION: str(i),
     }
+    tags = {**tags, tracking.TAG_UID: run_uid(layout)}
     run_id = tracking.find_or_create_run(
         client, exp, key, f"iter-{i:04d}", parent_id=parent_id, tags=tags
     )
@@ -204,7 +282,8 @@ def fail(
         for run_id in run_ids:  # first the runs known, whatever the search below meets
             tracking.finish(client, run_id, status)
         if and_running:
-            for run_id in tracking.running(client, _experiment(cfg, layout, client), layout.run):
+            exp = _experiment(cfg, layout, client)
+            for run_id in tracking.running(client, exp, layout.run, read_uid(layout)):
                 tracking.finish(client, run_id, status)
     except Exception:  # noqa: BLE001, S110  (the stage's error is the one to report)
         pass
@@ -217,4 +296,5 @@ def mark_killed(cfg: Config, layout: RunLayout) -> list[str]:
     """Mark KILLED the MLflow runs of this tabula run that a dead process left RUNNING (called
     with the run's lock held, so no live process owns them)."""
     client = _client(cfg, layout)
-    return tracking.mark_killed(client, _experiment(cfg, layout, client), layout.run)
+    exp = _experiment(cfg, layout, client)
+    return tracking.mark_killed(client, exp, layout.run, read_uid(layout))

@@ -7,7 +7,9 @@ Layout of a run in the tracking store (docs/reproducing.md, "MLflow"):
   training so that the UI opens on its runs; inside it one parent run per pipeline run (kind
   ``pipeline``, tag ``tabula.run``) and one child run per iteration (kind ``iteration``), found
   again by their tags on resume so that a killed and restarted pipeline never leaves orphan
-  runs for the same stage;
+  runs for the same stage; each carries the tabula run's identity (tag ``tabula.run_uid``, the
+  run folder's ``uid`` file), so that two projects sharing a store never take each other's runs
+  for their own (`tasks.runs.own_pipeline_run`);
 * the full config as params of the parent and of every child; metrics with their step (the
   global training step for losses and the learning rate, the iteration for everything else);
 * datasets through ``log_inputs`` (source: the DVC path, digest: the DVC hash);
@@ -42,6 +44,9 @@ TAG_RUN = "tabula.run"
 TAG_KIND = "tabula.kind"
 TAG_ITERATION = "tabula.iteration"
 TAG_SHA = "tabula.weights_sha256"
+#: The tabula run's identity (`tasks.runs.run_uid`): its runs, apart from other projects'
+#: runs of the same name in a shared store. Runs begun before it have none.
+TAG_UID = "tabula.run_uid"
 #: The artifact folder of a checkpoint's MLflow model, under its iteration's run.
 MODEL_FOLDER = "model"
 #: ``MLFLOW_TRACKING_URI`` as the process started with it. MLflow's ``set_tracking_uri``,
@@ -138,7 +143,7 @@ def require_reachable(tracking_uri: str, project: Path | None = None) -> None:
     else:
         return
     if failure is not None:
-        raise TrackingStoreError(f"MLflow store {_without_password(uri)} {failure}")
+        raise TrackingStoreError(f"MLflow store {without_password(uri)} {failure}")
 
 
 def _http_failure(uri: str) -> str | None:
@@ -209,7 +214,7 @@ def _innermost(error: BaseException) -> BaseException:
     return error
 
 
-def _without_password(uri: str) -> str:
+def without_password(uri: str) -> str:
     """``uri`` with the password of its ``user:password@`` part shown as ``***``."""
     return re.sub(r"^([^:/]+://[^/:@]*):[^/@]*@", r"\1:***@", uri)
 
@@ -276,12 +281,36 @@ def find_or_create_run(
     if parent_id:
         all_tags["mlflow.parentRunId"] = parent_id
     if found:
-        run_id = found[0].info.run_id
-        if found[0].info.status != "FINISHED":
-            client.update_run(run_id, status="RUNNING")
-        set_tags(client, run_id, tags or {})
-        return run_id
+        reopen(client, found[0].info.run_id, tags or {})
+        return found[0].info.run_id
     return client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
+
+
+def reopen(client, run_id: str, tags: Mapping[str, str]) -> None:
+    """Mark a found run RUNNING again unless it had finished, and set ``tags`` on it."""
+    if client.get_run(run_id).info.status != "FINISHED":
+        client.update_run(run_id, status="RUNNING")
+    set_tags(client, run_id, tags)
+
+
+def create_run(client, experiment_id: str, run_name: str, tags: Mapping[str, str]) -> str:
+    return client.create_run(experiment_id, run_name=run_name, tags=dict(tags)).info.run_id
+
+
+def pipeline_runs(client, experiment_id: str, run: str) -> list[tuple[str, str | None]]:
+    """(MLflow run id, identity tag or None) of every pipeline run named ``run`` in the
+    experiment, oldest first."""
+    query = f"tags.`{TAG_RUN}` = '{run}' and tags.`{TAG_KIND}` = 'pipeline'"
+    found = client.search_runs(
+        [experiment_id], filter_string=query, order_by=["attributes.start_time ASC"]
+    )
+    return [(r.info.run_id, r.data.tags.get(TAG_UID)) for r in found]
+
+
+def experiment_id(client, name: str) -> str | None:
+    """The id of experiment ``name``, None when there is none (nothing is created)."""
+    found = client.get_experiment_by_name(name)
+    return None if found is None else found.experiment_id
 
 
 def source_tags(commit: str) -> dict[str, str]:
@@ -421,16 +450,19 @@ def end_status(error: BaseException) -> str:
     return "KILLED" if interrupted else "FAILED"
 
 
-def running(client, experiment_id: str, run: str) -> list[str]:
-    """The ids of tabula run ``run``'s MLflow runs that are RUNNING."""
+def running(client, experiment_id: str, run: str, uid: str | None) -> list[str]:
+    """The ids of tabula run ``run``'s MLflow runs that are RUNNING: those with its identity
+    ``uid`` and those from before runs had one; never another project's of the same name."""
     query = f"tags.`{TAG_RUN}` = '{run}' and attributes.status = 'RUNNING'"
-    return [r.info.run_id for r in client.search_runs([experiment_id], filter_string=query)]
+    found = client.search_runs([experiment_id], filter_string=query)
+    return [r.info.run_id for r in found if r.data.tags.get(TAG_UID) in (uid, None)]
 
 
-def mark_killed(client, experiment_id: str, run: str) -> list[str]:
-    """Runs of tabula run ``run`` still RUNNING when no process holds the run's lock: their
-    process died without a word (SIGKILL, a power cut). Mark them KILLED; returns their ids."""
-    found = running(client, experiment_id, run)
+def mark_killed(client, experiment_id: str, run: str, uid: str | None) -> list[str]:
+    """Runs of tabula run ``run`` (identity ``uid``) still RUNNING when no process holds the
+    run's lock: their process died without a word (SIGKILL, a power cut). Mark them KILLED;
+    returns their ids."""
+    found = running(client, experiment_id, run, uid)
     for run_id in found:
         client.set_terminated(run_id, status="KILLED")
     return found

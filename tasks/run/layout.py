@@ -3,6 +3,7 @@
 ```
 data/<run>/
   params.yaml              the run's resolved config, frozen at its first start
+  uid                      the run's identity in the tracking store (`tasks.runs.run_uid`)
   champion.json            the current best checkpoint (atomic pointer)
   budget.json              what the run may spend and has spent, iteration by iteration
   results/                 every game result of the run (the Elo table grows here)
@@ -52,6 +53,10 @@ class RunLayout:
     @property
     def params(self) -> Path:
         return self.root / "params.yaml"
+
+    @property
+    def uid(self) -> Path:
+        return self.root / "uid"
 
     @property
     def champion(self) -> Path:

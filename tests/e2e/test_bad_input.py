@@ -1,6 +1,6 @@
 """Bad input at the edges: malformed params, GTP junk, checkpoints carrying a pickle payload, a
-tracking store that cannot be reached, and a Dask scheduler on another machine with no Prefect
-server named.
+tracking store that cannot be reached or whose run of the name is another project's, and a Dask
+scheduler on another machine with no Prefect server named.
 
 Everything goes through the real entry points: the ``tabula`` command in a subprocess, the GTP
 engine's ``handle``, the checkpoint loader. Expected failures are one line on stderr, exit 2,
@@ -422,6 +422,32 @@ def test_an_unreachable_tracking_store_is_one_line_and_nothing_begun(
     assert proc.stdout.strip() == ""  # (the progress display, never drawn, ends its line)
     assert not (project / "data").exists() and not (project / "mlflow").exists()
     assert ({p.name for p in project.iterdir()}, _git_state(project)) == before
+
+
+def test_a_run_name_another_project_holds_in_the_store_is_one_line_and_nothing_begun(
+    tmp_path: Path, prefect_server: str
+) -> None:
+    """Two projects that share a tracking store: the second's run of the same name would log
+    into the first's MLflow runs and mark them KILLED on its resumes; it is refused."""
+    from tabula.config import load_config
+    from tasks import runs, tracking
+    from tasks.run.layout import RunLayout
+
+    store = f"pipeline.mlflow_tracking_uri=sqlite:///{tmp_path / 'shared' / 'mlflow.db'}"
+    cfg = load_config(None, [*TINY, store])
+    first = RunLayout(tmp_path / "first", cfg.pipeline.data_dir, cfg.pipeline.name)
+    parent = runs.open_pipeline_run.fn(cfg, first, {})
+    project = empty_project(tmp_path / "project")
+    before = {p.name for p in project.iterdir()}, _git_state(project)
+    args = ["run", *(a for item in [*TINY, store] for a in ("--set", item))]
+    proc = _tabula(args, project, env={"PREFECT_API_URL": prefect_server})
+    line = _one_line(proc)
+    assert line.startswith(f"tabula: run {cfg.pipeline.name!r}: MLflow store sqlite:///"), line
+    assert f"(MLflow run {parent}) that is not this one" in line, line
+    assert not (project / "data").exists()
+    assert ({p.name for p in project.iterdir()}, _git_state(project)) == before
+    client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
+    assert client.get_run(parent).info.status == "RUNNING"
 
 
 # --- 7. a Dask scheduler elsewhere and no Prefect server: refused before the run begins -------

@@ -142,3 +142,90 @@ def test_a_stop_ends_every_run_of_its_tabula_run_and_no_other(tmp_path: Path):
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, tmp_path)
     status = {r: client.get_run(r).info.status for r in (parent, child, theirs)}
     assert status == {parent: "KILLED", child: "KILLED", theirs: "RUNNING"}
+
+
+# -- two projects, one store: each run finds only its own ------------------------------------
+
+
+def _shared(tmp_path: Path, project: str):
+    """The tiny config logging to one store that two projects share, and a project's layout."""
+    from tabula.config import load_config
+    from tasks.run.layout import RunLayout
+    from tests.conftest import TINY
+
+    store = f"pipeline.mlflow_tracking_uri=sqlite:///{tmp_path / 'shared' / 'mlflow.db'}"
+    cfg = load_config(None, [*TINY, store])
+    return cfg, RunLayout(tmp_path / project, cfg.pipeline.data_dir, cfg.pipeline.name)
+
+
+def test_a_name_another_project_holds_in_a_shared_store_is_refused(tmp_path: Path):
+    from tasks import runs
+
+    cfg, first = _shared(tmp_path, "first")
+    _, second = _shared(tmp_path, "second")
+    runs.require_own_name(cfg, first)  # a store not there yet holds no run
+    assert not (tmp_path / "shared").exists()  # and is not created
+    parent = runs.open_pipeline_run.fn(cfg, first, {})
+    child = runs.open_iteration_run.fn(cfg, first, 1, parent, {})
+    runs.require_own_name(cfg, first)  # its own name, on resume
+    with pytest.raises(runs.RunNameTakenError) as refused:
+        runs.require_own_name(cfg, second)
+    assert str(refused.value).startswith(f"run {first.run!r}: MLflow store sqlite:///")
+    assert f"(MLflow run {parent})" in str(refused.value)
+    assert not second.root.exists()
+    # A second project that got its own identity anyway never touches the first's runs.
+    second.params.parent.mkdir(parents=True)
+    second.params.write_text("{}\n")
+    runs.run_uid(second)
+    with pytest.raises(runs.RunNameTakenError):
+        runs.open_pipeline_run.fn(cfg, second, {})
+    assert runs.mark_killed(cfg, second) == []
+    runs.fail(cfg, second, [], KeyboardInterrupt(), and_running=True)
+    client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, first.project)
+    assert {client.get_run(r).info.status for r in (parent, child)} == {"RUNNING"}
+    assert sorted(runs.mark_killed(cfg, first)) == sorted([parent, child])
+    tags = client.get_run(child).data.tags
+    assert tags[tracking.TAG_UID] == runs.read_uid(first) != runs.read_uid(second)
+
+
+def test_a_run_begun_before_identities_keeps_its_runs(tmp_path: Path):
+    """A resumed run without a ``uid`` file adopts the runs of its name that have none; a new
+    run of that name, or a resumed one when only another's runs are there, is refused."""
+    from tasks import runs
+
+    cfg, layout = _shared(tmp_path, "project")
+    client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, layout.project)
+    exp = tracking.experiment(client, tracking.experiment_name(), None)
+    key = {tracking.TAG_RUN: layout.run, tracking.TAG_KIND: "pipeline"}
+    older = tracking.find_or_create_run(client, exp, key, layout.run)  # as earlier versions did
+    with pytest.raises(runs.RunNameTakenError):
+        runs.require_own_name(cfg, layout)  # a new run: the name is taken
+    layout.params.parent.mkdir(parents=True)
+    layout.params.write_text("{}\n")  # the run's folder: it is that run, resumed
+    runs.require_own_name(cfg, layout)
+    assert runs.open_pipeline_run.fn(cfg, layout, {}) == older
+    assert client.get_run(older).data.tags[tracking.TAG_UID] == runs.read_uid(layout)
+
+
+@pytest.mark.parametrize(
+    ("found", "uid", "resumed", "own"),
+    [
+        ([], None, False, None),
+        ([], "u1", True, None),
+        ([("a", "u2"), ("b", "u1")], "u1", True, "b"),
+        ([("a", None), ("b", "u1")], "u1", False, "b"),
+        ([("a", None)], None, True, "a"),
+        ([("a", None)], "u1", True, "a"),  # a stop between the uid file and the adoption
+        ([("a", None)], None, False, "taken"),
+        ([("a", "u2")], None, True, "taken"),
+        ([("a", "u2")], "u1", True, "taken"),
+    ],
+)
+def test_which_pipeline_run_is_the_runs_own(found, uid, resumed, own):
+    from tasks import runs
+
+    if own == "taken":
+        with pytest.raises(runs.RunNameTakenError, match=r"^here already holds a run of that"):
+            runs.own_pipeline_run(found, uid, resumed, "here")
+    else:
+        assert runs.own_pipeline_run(found, uid, resumed, "here") == own
