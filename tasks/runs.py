@@ -115,20 +115,30 @@ def own_pipeline_run(
         return mine[0]
     older = [run_id for run_id, tag in found if tag is None]
     if resumed and older:
-        return older[0]
-    if found:
+        return older[-1]  # the newest, as runs were found before identities
+    if not found:
+        return None
+    other = found[-1][0]
+    if resumed:  # (its folder, e.g. a copy taken before its uid file was committed)
         raise RunNameTakenError(
-            f"{where} already holds a run of that name (MLflow run {found[0][0]}) that is not "
-            "this one: another project's, or one whose run folder was deleted; start this one "
-            "under another name (--set pipeline.name=...) or experiment (MLFLOW_EXPERIMENT_NAME)"
+            f"{where} holds a run of that name (MLflow run {other}) with another identity than "
+            "this run folder's uid file: another project's, or this run's own in a copy of the "
+            "folder; copy that folder's uid file here, or resume under another experiment "
+            "(MLFLOW_EXPERIMENT_NAME)"
         )
-    return None
+    raise RunNameTakenError(
+        f"{where} already holds a run of that name (MLflow run {other}) that is not this one: "
+        "another project's, or one whose run folder was deleted; start this one under another "
+        "name (--set pipeline.name=...) or experiment (MLFLOW_EXPERIMENT_NAME), or delete that "
+        "MLflow run"
+    )
 
 
 def require_own_name(cfg: Config, layout: RunLayout) -> None:
     """Refuse (`RunNameTakenError`) to start or resume a run whose name another tabula run
     holds in the tracking store, before anything of the run is made. A SQLite store or an
-    experiment that is not there yet holds no run, and is not created here."""
+    experiment that is not there yet holds no run, and neither is created here (a database
+    store reached for the first time gets MLflow's tables, as any client makes them)."""
     uri = tracking_uri(cfg, layout)
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         return
@@ -179,7 +189,8 @@ def open_iteration_run(
         tracking.TAG_KIND: "iteration",
         tracking.TAG_ITERATION: str(i),
     }
-    tags = {**tags, tracking.TAG_UID: run_uid(layout)}
+    uid = read_uid(layout)  # (the parent's open made it)
+    tags = {**tags, tracking.TAG_UID: uid} if uid is not None else tags
     run_id = tracking.find_or_create_run(
         client, exp, key, f"iter-{i:04d}", parent_id=parent_id, tags=tags
     )

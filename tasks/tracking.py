@@ -452,7 +452,8 @@ def end_status(error: BaseException) -> str:
 
 def running(client, experiment_id: str, run: str, uid: str | None) -> list[str]:
     """The ids of tabula run ``run``'s MLflow runs that are RUNNING: those with its identity
-    ``uid`` and those from before runs had one; never another project's of the same name."""
+    ``uid`` and those from before runs had one (which `tasks.runs.require_own_name` let the run
+    take for its own); never one with another identity."""
     query = f"tags.`{TAG_RUN}` = '{run}' and attributes.status = 'RUNNING'"
     found = client.search_runs([experiment_id], filter_string=query)
     return [r.info.run_id for r in found if r.data.tags.get(TAG_UID) in (uid, None)]

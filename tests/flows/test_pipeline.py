@@ -81,6 +81,7 @@ def test_two_iterations_leave_everything_traceable(two_iterations):
         text=True,
     ).stdout
     assert f"data/{layout.run}/iter-0002/dvc.lock" in branch
+    assert f"data/{layout.run}/uid" in branch.splitlines()  # a clone resumes as this run
     tags = subprocess.run(["git", "tag"], cwd=project, capture_output=True, text=True).stdout
     assert f"tabula/{layout.run}/iter-0002" in tags
 

@@ -180,8 +180,10 @@ def test_a_name_another_project_holds_in_a_shared_store_is_refused(tmp_path: Pat
     with pytest.raises(runs.RunNameTakenError):
         runs.open_pipeline_run.fn(cfg, second, {})
     assert runs.mark_killed(cfg, second) == []
-    runs.fail(cfg, second, [], KeyboardInterrupt(), and_running=True)
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, first.project)
+    exp = tracking.experiment(client, tracking.experiment_name(), None)
+    assert tracking.running(client, exp, second.run, runs.read_uid(second)) == []  # a stop's
+    runs.fail(cfg, second, [], KeyboardInterrupt(), and_running=True)
     assert {client.get_run(r).info.status for r in (parent, child)} == {"RUNNING"}
     assert sorted(runs.mark_killed(cfg, first)) == sorted([parent, child])
     tags = client.get_run(child).data.tags
@@ -215,6 +217,7 @@ def test_a_run_begun_before_identities_keeps_its_runs(tmp_path: Path):
         ([("a", "u2"), ("b", "u1")], "u1", True, "b"),
         ([("a", None), ("b", "u1")], "u1", False, "b"),
         ([("a", None)], None, True, "a"),
+        ([("a", None), ("b", None)], None, True, "b"),  # the newest, as before identities
         ([("a", None)], "u1", True, "a"),  # a stop between the uid file and the adoption
         ([("a", None)], None, False, "taken"),
         ([("a", "u2")], None, True, "taken"),
@@ -225,7 +228,9 @@ def test_which_pipeline_run_is_the_runs_own(found, uid, resumed, own):
     from tasks import runs
 
     if own == "taken":
-        with pytest.raises(runs.RunNameTakenError, match=r"^here already holds a run of that"):
+        said = r"^here holds a run of that name .* copy that folder's uid file here"
+        said = said if resumed else r"^here already holds a run of that name .* delete that"
+        with pytest.raises(runs.RunNameTakenError, match=said):
             runs.own_pipeline_run(found, uid, resumed, "here")
     else:
         assert runs.own_pipeline_run(found, uid, resumed, "here") == own
