@@ -67,9 +67,13 @@ def _experiment(cfg: Config, layout: RunLayout, client) -> str:
     one experiment held every run of a project) stays there."""
     root = cfg.pipeline.mlflow_artifact_root
     artifacts = root if tracking.is_uri(root) else layout.project / root
-    legacy = client.get_experiment_by_name(f"tabula/{layout.run}")
-    name = tracking.experiment_name() if legacy is None else legacy.name
-    return tracking.experiment(client, name, artifacts)
+    return tracking.experiment(client, _experiment_name(layout, client), artifacts)
+
+
+def _experiment_name(layout: RunLayout, client) -> str:
+    """The name of the run's experiment (`_experiment`), found without creating anything."""
+    legacy = f"tabula/{layout.run}"
+    return legacy if tracking.experiment_id(client, legacy) else tracking.experiment_name()
 
 
 def run_link(cfg: Config, layout: RunLayout, run_id: str) -> str | None:
@@ -143,8 +147,7 @@ def require_own_name(cfg: Config, layout: RunLayout) -> None:
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         return
     client = _client(cfg, layout)
-    exp = tracking.experiment_id(client, f"tabula/{layout.run}")  # (`_experiment`)
-    exp = exp or tracking.experiment_id(client, tracking.experiment_name())
+    exp = tracking.experiment_id(client, _experiment_name(layout, client))
     if exp is None:
         return
     found = tracking.pipeline_runs(client, exp, layout.run)

@@ -281,14 +281,16 @@ def find_or_create_run(
     if parent_id:
         all_tags["mlflow.parentRunId"] = parent_id
     if found:
-        reopen(client, found[0].info.run_id, tags or {})
+        reopen(client, found[0].info.run_id, tags or {}, status=found[0].info.status)
         return found[0].info.run_id
-    return client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
+    return create_run(client, experiment_id, run_name, all_tags)
 
 
-def reopen(client, run_id: str, tags: Mapping[str, str]) -> None:
-    """Mark a found run RUNNING again unless it had finished, and set ``tags`` on it."""
-    if client.get_run(run_id).info.status != "FINISHED":
+def reopen(client, run_id: str, tags: Mapping[str, str], status: str | None = None) -> None:
+    """Mark a found run RUNNING again unless it had finished, and set ``tags`` on it. status:
+    the run's, when the search that found it gave it (else it is read)."""
+    status = client.get_run(run_id).info.status if status is None else status
+    if status != "FINISHED":
         client.update_run(run_id, status="RUNNING")
     set_tags(client, run_id, tags)
 
