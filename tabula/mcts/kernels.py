@@ -315,6 +315,25 @@ def _drop_own_eye_fills(board, color, mask, nbr) -> int:
 
 
 @njit(cache=True, nogil=True)
+def _set_priors(P, priors, perm, mask, count) -> None:
+    """Write a leaf's priors ``P`` (original frame) from the network's ``priors`` (the frame
+    ``perm`` transformed): -1 for the moves ``mask`` rules out, the rest renormalised (uniform
+    over the ``count`` legal moves if the network gave them no mass)."""
+    total = 0.0
+    for j in range(P.shape[0]):
+        a = perm[j]  # transformed point j is original point perm[j]
+        if mask[a]:
+            p = max(float(priors[j]), 0.0)
+            P[a] = p
+            total += p
+        else:
+            P[a] = -1.0
+    for a in range(P.shape[0]):
+        if mask[a]:
+            P[a] = P[a] / total if total > 0.0 else 1.0 / count
+
+
+@njit(cache=True, nogil=True)
 def expand_and_backup(t, leaves, n, priors, values, rules, knobs) -> None:
     """Expand leaves ``0..n-1`` with the network's output and back their values up.
 
@@ -351,20 +370,7 @@ def expand_and_backup(t, leaves, n, priors, values, rules, knobs) -> None:
             )
         if not knobs.fill_own_eyes:
             count += _drop_own_eye_fills(t.board[g, node], t.to_play[g, node], mask, nbr)
-        perm = rules.perms[leaves.sym[i]]
-        P = t.P[g, node]
-        total = 0.0
-        for j in range(M + 1):
-            a = perm[j]  # transformed point j is original point perm[j]
-            if mask[a]:
-                p = max(float(priors[i, j]), 0.0)
-                P[a] = p
-                total += p
-            else:
-                P[a] = -1.0
-        for a in range(M + 1):
-            if mask[a]:
-                P[a] = P[a] / total if total > 0.0 else 1.0 / count
+        _set_priors(t.P[g, node], priors[i], rules.perms[leaves.sym[i]], mask, count)
         t.state[g, node] = EXPANDED
         t.value[g, node] = values[i]
         if node == 0 and t.noise_pending[g]:
