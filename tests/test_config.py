@@ -291,6 +291,39 @@ def test_an_invalid_override_value_is_blamed_on_the_override() -> None:
     )
 
 
+PASSWORD_URIS = [
+    ("mlflow_tracking_uri", "postgresql+psycopg2://u:s3cret@db/mlflow", "PGPASSWORD"),
+    ("mlflow_tracking_uri", "https://u:s3cret@mlflow.example:5000", "MLFLOW_TRACKING_PASSWORD"),
+    ("mlflow_artifact_root", "s3://key:s3cret@bucket/mlflow", "AWS_SECRET_ACCESS_KEY"),
+    ("dvc_remote", "https://u:s3cret@dvc.example/remote", "dvc remote modify --local"),
+    ("prefect_api_url", "http://u:s3cret@prefect:4200/api", "PREFECT_API_AUTH_STRING"),
+    ("dask_address", "tls://u:s3cret@scheduler:8786", "TLS"),
+]
+
+
+@pytest.mark.parametrize(("field", "uri", "where"), PASSWORD_URIS)
+def test_a_password_in_a_uri_field_is_refused_without_showing_it(field, uri, where) -> None:
+    for source in ("override", "file"):
+        with pytest.raises(ConfigError) as info:
+            if source == "override":
+                load_config(None, [f"pipeline.{field}={uri}"])
+            else:
+                parse_config(yaml.safe_dump({"pipeline": {field: uri}}))
+        message = str(info.value)
+        assert f"pipeline.{field}: holds a password" in message and where in message
+        assert "s3cret" not in message and ":***@" in message
+
+
+@pytest.mark.parametrize(
+    "uri", ["postgresql://u@db/mlflow", "http://mlflow:5000", "sqlite:///mlflow/mlflow.db"]
+)
+def test_a_uri_with_a_user_but_no_password_is_taken(uri: str) -> None:
+    assert (
+        load_config(None, [f"pipeline.mlflow_tracking_uri={uri}"]).pipeline.mlflow_tracking_uri
+        == uri
+    )
+
+
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^.*nope\.yaml: file not found$"):
         load_config(tmp_path / "nope.yaml")

@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tabula.config import legacy
-from tabula.config.models import Config
+from tabula.config.models import Config, without_password
 from tabula.errors import TabulaError
 
 __all__ = [
@@ -87,6 +87,12 @@ def _read_yaml(text: str, label: str) -> Any:
 
 
 # --- overrides ---------------------------------------------------------------------------------
+
+
+def _shown(override: str) -> str:
+    """An override as an error message may show it: a URI's password as ``***``."""
+    key, sep, value = override.partition("=")
+    return f"{key}{sep}{without_password(value.strip())}"
 
 
 def _one_line(message: str) -> str:
@@ -244,7 +250,7 @@ def _validate(data: Any, label: str, overrides: Sequence[str]) -> Config:
         for raw in overrides:  # blame the override when it set (part of) the bad key
             parts = tuple(raw.split("=", 1)[0].strip().split("."))
             if loc[: len(parts)] == parts or parts[: len(loc)] == loc:
-                label = f"{label} (override {raw})"
+                label = f"{label} (override {_shown(raw)})"
                 break
         key = ".".join(str(p) for p in loc) or "(top level)"
         more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""

@@ -51,6 +51,23 @@ _NAME = NAME_PATTERN
 _TRACKING_URI = re.compile(
     r"^(?:(?:sqlite|postgresql|mysql|mssql)(?:\+\w+)?://|https?://|databricks)"
 )
+# scheme://user:password@host...: the password is group 2.
+_USERINFO_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/:@]*):([^/@]*)@")
+#: Where each URI field's password goes instead of the URI (issue 40: a URI is recorded as
+#: given, in the frozen params.yaml, MLflow's params, checkpoints and Prefect's parameters).
+_PASSWORD_GOES = {
+    "mlflow_tracking_uri": "MLFLOW_TRACKING_PASSWORD for a server, PGPASSWORD or ~/.pgpass for"
+    " PostgreSQL",
+    "mlflow_artifact_root": "the store's own credentials (AWS_SECRET_ACCESS_KEY for s3://)",
+    "dvc_remote": "`dvc remote modify --local tabula password ...` (.dvc/config.local)",
+    "prefect_api_url": "PREFECT_API_AUTH_STRING",
+    "dask_address": "TLS certificates (docs/scaling-out.md)",
+}
+
+
+def without_password(uri: str) -> str:
+    """``uri`` with the password of its ``scheme://user:password@`` part shown as ``***``."""
+    return _USERINFO_PASSWORD.sub(r"\1:***@", uri)
 
 
 class _Section(BaseModel):
@@ -515,6 +532,17 @@ class PipelineConfig(_Section):
             raise ValueError(
                 "must be a database or server URI such as sqlite:///mlflow/mlflow.db or "
                 "http://host:5000"
+            )
+        return uri
+
+    @field_validator(*_PASSWORD_GOES)
+    @classmethod
+    def _no_password(cls, uri: str | None, info: ValidationInfo) -> str | None:
+        if uri is not None and _USERINFO_PASSWORD.match(uri):
+            raise ValueError(
+                f"holds a password (got {without_password(uri)}): the URI is recorded as given"
+                f" (params.yaml, MLflow, checkpoints), so give the password through "
+                f"{_PASSWORD_GOES[str(info.field_name)]} instead"
             )
         return uri
 

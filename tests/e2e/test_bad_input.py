@@ -142,6 +142,16 @@ def test_malformed_set_override_is_one_line_exit_2(tmp_path: Path, overrides, ke
     _check_refused(_tabula(args, tmp_path), key, tmp_path, set())
 
 
+def test_a_password_in_a_uri_is_refused_and_printed_nowhere(tmp_path: Path) -> None:
+    """A URI is recorded as given (params.yaml, MLflow params, checkpoints): one that holds a
+    password is refused before anything is made, and the password appears in no output."""
+    args = ["run", "--set", "pipeline.mlflow_tracking_uri=postgresql://u:s3cret@127.0.0.1/db"]
+    proc = _tabula(args, tmp_path)
+    _check_refused(proc, "pipeline.mlflow_tracking_uri", tmp_path, set())
+    assert "s3cret" not in proc.stdout + proc.stderr
+    assert "PGPASSWORD" in proc.stderr
+
+
 def test_missing_config_file_is_one_line_exit_2(tmp_path: Path) -> None:
     proc = _tabula(["run", "--config", "nope.yaml"], tmp_path)
     assert "nope.yaml" in _one_line(proc)
