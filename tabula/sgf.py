@@ -8,17 +8,21 @@ Comments are keyed by move number: key k >= 1 is the comment on the node of the 
 key 0 the comment on the root node (before any move).
 
 Results use the SGF RE syntax: ``B+3.5``, ``W+0.5``, ``B+R`` (resignation), ``0`` (draw),
-``Void`` (no result).
+``Void`` (no result); an arena game (`tabula.arena`) also ``B+F``/``W+F`` (a win by forfeit),
+with the reason of a game that did not end by score as the root comment (`match_record`).
+
+`game_to_sgf` writes an `SgfGame` record and `read_sgf` reads one back.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sgfmill import sgf  # type: ignore[import-untyped]
 
+from tabula.arena import EndReason, GameOutcome
 from tabula.errors import TabulaError
 from tabula.go import coords
 from tabula.go.coords import MAX_SIZE, MIN_SIZE
@@ -76,49 +80,69 @@ def result_string(score: float | None, winner: int | None, resigned: bool = Fals
 
 
 def game_to_sgf(
-    size: int,
-    komi: float,
-    moves: Sequence[tuple[int, int]],
-    black: str,
-    white: str,
-    result: str | None,
-    comments: Mapping[int, str] | None = None,
-    rules: str = "Tromp-Taylor",
-    extra: Mapping[str, str] | None = None,
+    game: SgfGame, rules: str = "Tromp-Taylor", extra: Mapping[str, str] | None = None
 ) -> bytes:
-    """One game as SGF bytes (UTF-8): root SZ, KM, RU, PB, PW, RE (if given), then the moves.
+    """One game as SGF bytes (UTF-8): root SZ, KM, RU, PB, PW, RE (if a result), then the
+    moves and the comments; `read_sgf` reads the record back.
 
-    extra: more root properties, {identifier: text} (e.g. {"DT": "2024-01-01"}).
+    rules: the RU text. extra: more root properties, {identifier: text} (e.g. {"DT": "2024-01-01"}).
     Raises SgfError for a size outside 5..19, a bad colour or move, or a bad identifier.
     Legality is not checked here (`replay` does that).
     """
+    size = game.size
     if not MIN_SIZE <= size <= MAX_SIZE:
         raise SgfError(f"board size {size} is not supported (5..19)")
     record = sgf.Sgf_game(size=size)
     root = record.get_root()
     try:
-        root.set("KM", float(komi))
+        root.set("KM", float(game.komi))
         root.set("RU", rules)
-        root.set("PB", black)
-        root.set("PW", white)
-        if result is not None:
-            root.set("RE", result)
+        root.set("PB", game.black)
+        root.set("PW", game.white)
+        if game.result is not None:
+            root.set("RE", game.result)
         for ident, value in (extra or {}).items():
             root.set(ident, value)
     except ValueError as error:
         raise SgfError(f"cannot write root property: {error}") from None
     node = root
-    for number, (colour, move) in enumerate(moves, start=1):
+    for number, (colour, move) in enumerate(game.moves, start=1):
         if colour not in _COLOUR_PROP or not 0 <= move <= size * size:
             raise SgfError(f"move {number}: bad (colour, move) {(colour, move)}")
         node = node.new_child()
         node.set_raw(_COLOUR_PROP[colour], coords.to_sgf(int(move), size).encode("ascii"))
     nodes = record.get_main_sequence()
-    for number, text in (comments or {}).items():
+    for number, text in game.comments.items():
         if not 0 <= number < len(nodes):
-            raise SgfError(f"comment for move {number}, but the game has {len(moves)} moves")
+            raise SgfError(f"comment for move {number}, but the game has {len(game.moves)} moves")
         nodes[number].set("C", text)
     return record.serialise()
+
+
+def sgf_result(outcome: GameOutcome) -> str:
+    """The SGF RE value of an arena game (forfeits as "B+F"/"W+F", aborts as "Void")."""
+    if outcome.winner is None:
+        return "Void"
+    if outcome.end is EndReason.RESIGN:
+        return result_string(None, outcome.winner, resigned=True)
+    if outcome.end is EndReason.FORFEIT and outcome.winner != 0:
+        return f"{_COLOUR_PROP[outcome.winner]}+F"
+    return result_string(outcome.score, outcome.winner)
+
+
+def match_record(outcome: GameOutcome) -> SgfGame:
+    """An arena game as an SGF record: its players, moves and result (`sgf_result`), and for
+    a game that did not end by score the reason (`GameOutcome.reason`) as the root comment."""
+    comments = {} if outcome.end is EndReason.SCORE else {0: outcome.reason}
+    return SgfGame(
+        outcome.size,
+        outcome.komi,
+        outcome.moves,
+        outcome.black,
+        outcome.white,
+        sgf_result(outcome),
+        comments,
+    )
 
 
 def read_sgf(data: bytes) -> SgfGame:

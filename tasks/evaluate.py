@@ -3,9 +3,9 @@ the match functions here (players from specs, the arena, SGF files, the results 
 
 Side effects live here (the arena in `tabula.arena` is pure):
 
-- every game is written as SGF (``<match_id>-<game>.sgf``, temporary name then rename), with
-  the result in RE ("B+3.5", "W+R", "B+F" for a win by forfeit, "Void" for an abort) and,
-  for games that did not end by score, the reason as the root comment;
+- every game is written as SGF (``<match_id>-<game>.sgf``, temporary name then rename), the
+  record of `tabula.sgf.match_record` (the result in RE, "B+F" for a win by forfeit, "Void"
+  for an abort, and for games that did not end by score the reason as the root comment);
 - each finished game is appended to the results store (`tasks.run.results`) at once, so a crash
   loses at most the games in progress and ``tabula elo`` sees every finished game;
 - a gate writes its evidence as JSON (``gate.json``): the decision of `tabula.gating.Gate`
@@ -36,7 +36,6 @@ from prefect import task
 from model.files import write_bytes, write_json, write_text
 from tabula.arena import (
     ArenaError,
-    EndReason,
     GameOutcome,
     MatchSummary,
     play_match,
@@ -47,7 +46,7 @@ from tabula.errors import TabulaError
 from tabula.gating import Gate, GateConfig, GateDecision, ungated
 from tabula.ladder import anchor_label, anchor_program, anchor_spec, elo_scale, fixed_elos
 from tabula.openings import Opening, match_openings
-from tabula.sgf import game_to_sgf, result_string
+from tabula.sgf import game_to_sgf, match_record
 from tasks.players import PlayerSpecError, Resolver, make_player, resolve_command
 from tasks.retry import IO_RETRIES
 from tasks.run.codec import from_json
@@ -58,7 +57,6 @@ from tasks.watch import counting, plot_elo_curve
 
 Progress = Callable[["PlayedGame"], None]
 GATE_FILE = "gate.json"
-_COLOUR_LETTER = {1: "B", -1: "W"}
 
 
 class MatchError(TabulaError):
@@ -106,35 +104,14 @@ class MatchResult:
     store: Path | None
 
 
-def sgf_result(outcome: GameOutcome) -> str:
-    """The SGF RE value of an outcome (forfeits as "B+F"/"W+F", aborts as "Void")."""
-    if outcome.winner is None:
-        return "Void"
-    if outcome.end is EndReason.RESIGN:
-        return result_string(None, outcome.winner, resigned=True)
-    if outcome.end is EndReason.FORFEIT and outcome.winner != 0:
-        return f"{_COLOUR_LETTER[outcome.winner]}+F"
-    return result_string(outcome.score, outcome.winner)
-
-
 def write_sgf(outcome: GameOutcome, sgf_dir: Path, match_id: str) -> Path:
     """Save one game as ``<sgf_dir>/<match_id>-<index>.sgf`` (atomically); returns the path."""
-    comments = {} if outcome.end is EndReason.SCORE else {0: outcome.reason}
-    data = game_to_sgf(
-        outcome.size,
-        outcome.komi,
-        outcome.moves,
-        black=outcome.black,
-        white=outcome.white,
-        result=sgf_result(outcome),
-        comments=comments,
-        extra={
-            "GN": f"{match_id} game {outcome.index}",
-            "DT": datetime.now(UTC).date().isoformat(),
-        },
-    )
+    extra = {
+        "GN": f"{match_id} game {outcome.index}",
+        "DT": datetime.now(UTC).date().isoformat(),
+    }
     path = sgf_dir / f"{match_id}-{outcome.index:04d}.sgf"
-    write_bytes(path, data)
+    write_bytes(path, game_to_sgf(match_record(outcome), extra=extra))
     return path
 
 

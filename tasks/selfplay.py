@@ -42,7 +42,7 @@ from tabula.features import NUM_PLANES
 from tabula.plan import WorkerSpec, torch_threads, with_v_resign
 from tabula.resign import ResignTrace, calibrate_samples
 from tabula.selfplay import GameRecord, SelfPlayParams, SelfPlayStats, play_games
-from tabula.sgf import game_to_sgf, result_string
+from tabula.sgf import SgfGame, game_to_sgf, result_string
 from tasks.retry import IO_RETRIES
 from tasks.run.layout import RunLayout, reset_dir
 from tasks.run.markers import resumable
@@ -212,10 +212,9 @@ class _Writer:
     def write_sgf(self, r: GameRecord) -> None:
         result = result_string(r.score, r.winner, resigned=r.resigned != 0)
         comments = {t + 1: f"root value {v:+.3f}" for t, v in enumerate(r.root_values)}
-        data = game_to_sgf(
-            r.board_size, r.komi, r.history(), self.model_id, self.model_id, result,
-            comments=comments,
-        )  # fmt: skip
+        record = SgfGame(r.board_size, r.komi, tuple(r.history()), self.model_id,
+                         self.model_id, result, comments)  # fmt: skip
+        data = game_to_sgf(record)
         path = self.out / "sgf" / f"{self.game_id(r)}.sgf"
         write_bytes(path, data)
         self.sgfs.append(path)

@@ -25,8 +25,8 @@ def random_game(size: int, seed: int, max_moves: int | None = None) -> Game:
 def test_round_trip_keeps_every_property_comment_and_pass() -> None:
     moves = [(1, 40), (-1, 81), (1, 0), (-1, 80), (1, 81), (-1, 81)]
     comments = {0: "root note", 1: "centre", 2: "a pass", 6: "game over"}
-    data = game_to_sgf(9, 6.5, moves, "tabula-3", "GNU Go", "W+12.5", comments,
-                       extra={"DT": "2024-05-01", "GN": "gate 3"})  # fmt: skip
+    record = SgfGame(9, 6.5, tuple(moves), "tabula-3", "GNU Go", "W+12.5", comments)
+    data = game_to_sgf(record, extra={"DT": "2024-05-01", "GN": "gate 3"})
     assert isinstance(data, bytes)
     assert b"RU[Tromp-Taylor]" in data and b"SZ[9]" in data and b"KM[6.5]" in data
     assert b"W[]" in data and b"tt" not in data  # passes are the empty value
@@ -40,7 +40,7 @@ def test_round_trip_keeps_every_property_comment_and_pass() -> None:
 def test_round_trip_escapes_text() -> None:
     names = ("Bl]ack\\", "白 [w]")
     comment = "a ] and a \\ and\nnew lines: ünïcödé"
-    data = game_to_sgf(5, 0, [(1, 12)], *names, None, {1: comment}, rules="Chinese")
+    data = game_to_sgf(SgfGame(5, 0, ((1, 12),), *names, None, {1: comment}), rules="Chinese")
     record = read_sgf(data)
     assert (record.black, record.white, record.comments, record.result) == (
         *names, {1: comment}, None,
@@ -59,13 +59,13 @@ def test_random_games_round_trip(size: int, seed: int, komi: float) -> None:
         for c, m in zip(rng.choice([1, -1], n), rng.integers(0, M + 1, n), strict=True)
     ]
     comments = {int(k): f"c{k}" for k in rng.integers(0, n + 1, 3)}
-    data = game_to_sgf(size, komi, moves, "b", "w", "0", comments)
-    assert read_sgf(data) == SgfGame(size, komi, tuple(moves), "b", "w", "0", comments)
+    record = SgfGame(size, komi, tuple(moves), "b", "w", "0", comments)
+    assert read_sgf(game_to_sgf(record)) == record
 
 
 def test_coordinates_agree_with_sgfmill_orientation() -> None:
     # flat 0 is the top-left point: GTP A9, SGF "aa", sgfmill (row 8 from the bottom, col 0).
-    data = game_to_sgf(9, 7.5, [(1, 0), (-1, 8), (1, 72), (-1, 81)], "b", "w", None)
+    data = game_to_sgf(SgfGame(9, 7.5, ((1, 0), (-1, 8), (1, 72), (-1, 81)), "b", "w", None))
     nodes = sgfmill_sgf.Sgf_game.from_bytes(data).get_main_sequence()[1:]
     assert [n.get_move() for n in nodes] == [("b", (8, 0)), ("w", (8, 8)), ("b", (0, 0)),
                                              ("w", None)]  # fmt: skip
@@ -127,7 +127,7 @@ def test_replay_reproduces_board_history_and_score(size: int, seed: int) -> None
     game = random_game(size, seed, max_moves=None if size <= 9 else 150)
     score = game.score()
     result = result_string(score, int(np.sign(score)))
-    data = game_to_sgf(size, game.komi, game.history, "r1", "r2", result)
+    data = game_to_sgf(SgfGame(size, game.komi, tuple(game.history), "r1", "r2", result))
     replayed = replay(read_sgf(data))
     assert np.array_equal(replayed.board, game.board)
     assert replayed.history == game.history
@@ -189,11 +189,11 @@ def test_inconsistent_results_are_refused(score: float | None, winner: int | Non
 )
 def test_writing_bad_input_is_refused(args: tuple, reason: str) -> None:
     with pytest.raises(SgfError, match=reason):
-        game_to_sgf(*args, "b", "w", None)
+        game_to_sgf(SgfGame(*args, "b", "w", None))
 
 
 def test_writing_bad_comments_or_properties_is_refused() -> None:
     with pytest.raises(SgfError, match="comment for move 5"):
-        game_to_sgf(9, 7.5, [(1, 0)], "b", "w", None, {5: "late"})
+        game_to_sgf(SgfGame(9, 7.5, ((1, 0),), "b", "w", None, {5: "late"}))
     with pytest.raises(SgfError, match="root property"):
-        game_to_sgf(9, 7.5, [], "b", "w", None, extra={"bad id": "x"})
+        game_to_sgf(SgfGame(9, 7.5, (), "b", "w", None), extra={"bad id": "x"})

@@ -29,8 +29,8 @@ from tabula.go.coords import RESIGN
 from tabula.go.game import Game
 from tabula.openings import opening_set
 from tabula.players import RandomPlayer, SequentialPlayer, own_eyes
-from tabula.sgf import read_sgf, replay
-from tasks.evaluate import GATE_FILE, MatchError, run_gate, run_match, sgf_result
+from tabula.sgf import read_sgf, replay, sgf_result
+from tasks.evaluate import GATE_FILE, MatchError, run_gate, run_match
 from tasks.run.results import load_results
 
 

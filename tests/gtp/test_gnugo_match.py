@@ -14,8 +14,8 @@ import pytest
 
 from tabula.config import load_config
 from tabula.go.game import Game
-from tabula.sgf import read_sgf, replay
-from tasks.evaluate import run_match, sgf_result
+from tabula.sgf import read_sgf, replay, sgf_result
+from tasks.evaluate import run_match
 from tasks.players import make_player
 from tasks.run.results import load_results
 
