@@ -18,7 +18,7 @@ record text               meaning (winner)
                           legal by our rules); no result (winner None)
 ========================  =============================================================
 
-Colours alternate: game i has the first player as Black when i is even (``alternate=True``).
+Colours alternate: game i has the first player as Black when i is even (`Schedule.alternate`).
 Move choice is each player's business; the paper's evaluation games use tau -> 0 and no
 Dirichlet noise, and its random dihedral transform per leaf is what keeps two deterministic
 network players from repeating one game; `GameOutcome.duplicate_of` reports the games that
@@ -253,50 +253,61 @@ def _concurrency(first: ArenaPlayer, second: ArenaPlayer, games: int, limit: int
     return max(1, min([games, *caps]))
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """Which games one `play_match` call plays, on what board, and how many at once.
+
+    games: how many (>= 1), numbered start, start + 1, ...; the first player is Black in
+    even-numbered games and White in odd ones (always Black if not ``alternate``).
+    size, komi: the board (N) and the komi of every game.
+    concurrent: the most games at once (None: no limit of the match's own; each player's
+    ``max_concurrent`` caps it too).
+    openings: game i starts after the moves of ``opening_for_game(openings, i)``
+    (`tabula.openings`: games 2k and 2k+1 share one, colours swapped), which are part of its
+    record; None starts every game from the empty board.
+    """
+
+    games: int
+    size: int
+    komi: float
+    start: int = 0
+    concurrent: int | None = None
+    alternate: bool = True
+    openings: Sequence[Opening] | None = None
+
+    def first_color(self, index: int) -> int:
+        """The first player's colour in game ``index``: +1 Black, -1 White."""
+        return 1 if (index % 2 == 0 or not self.alternate) else -1
+
+
 def play_match(
     first: ArenaPlayer,
     second: ArenaPlayer,
-    games: int,
-    size: int,
-    komi: float,
-    *,
-    concurrent: int | None = None,
-    alternate: bool = True,
-    start: int = 0,
+    schedule: Schedule,
     seen: dict[tuple[int, ...], int] | None = None,
-    openings: Sequence[Opening] | None = None,
 ) -> Generator[GameOutcome, None, None]:
-    """Play `games` games between two players; yields each outcome in game order.
+    """Play the scheduled games between two players; yields each outcome in game order.
 
-    Games are numbered start, start + 1, ...; first is Black in even-numbered games and White
-    in odd ones (always Black if not `alternate`). At most `concurrent` games run at once (also
-    capped by each player's `max_concurrent`); a finished game's slot takes the next game.
+    A finished game's slot takes the next game (at most ``schedule.concurrent`` at once).
     seen: move sequences of earlier games -> their index, shared by the calls of one match
-    (for `GameOutcome.duplicate_of`). openings: game i starts after the moves of
-    ``opening_for_game(openings, i)`` (`tabula.openings`: games 2k and 2k+1 share one, colours
-    swapped), which are part of its record; None starts every game from the empty board.
+    (for `GameOutcome.duplicate_of`).
     Raises ArenaError for bad arguments.
     """
-    if games < 1:
-        raise ArenaError(f"a match needs at least 1 game, got {games}")
+    if schedule.games < 1:
+        raise ArenaError(f"a match needs at least 1 game, got {schedule.games}")
     if first is second:
         raise ArenaError(f"player {first.name!r} cannot play itself: make two player objects")
-    width = _concurrency(first, second, games, concurrent)
+    width = _concurrency(first, second, schedule.games, schedule.concurrent)
     live: list[_Live] = []
     free = list(range(width - 1, -1, -1))
     finished: dict[int, _Live] = {}
     seen = {} if seen is None else seen
-    next_index = next_yield = start
+    end = schedule.start + schedule.games
+    next_index = next_yield = schedule.start
     try:
-        while next_yield < start + games:
-            while free and next_index < start + games:
-                first_color = 1 if (next_index % 2 == 0 or not alternate) else -1
-                opening = opening_for_game(openings, next_index) if openings else ()
-                live.append(
-                    _start(
-                        next_index, free.pop(), (first, second), first_color, size, komi, opening
-                    )
-                )
+        while next_yield < end:
+            while free and next_index < end:
+                live.append(_start(next_index, free.pop(), (first, second), schedule))
                 next_index += 1
             _round(first, second, live)
             for g in [g for g in live if g.done]:
@@ -313,15 +324,11 @@ def play_match(
 
 
 def _start(
-    index: int,
-    slot: int,
-    pair: tuple[ArenaPlayer, ArenaPlayer],
-    first_color: int,
-    size: int,
-    komi: float,
-    opening: Opening,
+    index: int, slot: int, pair: tuple[ArenaPlayer, ArenaPlayer], schedule: Schedule
 ) -> _Live:
-    game = Game(size=size, komi=komi)
+    first_color = schedule.first_color(index)
+    opening = opening_for_game(schedule.openings, index) if schedule.openings else ()
+    game = Game(size=schedule.size, komi=schedule.komi)
     players = {first_color: pair[0], -first_color: pair[1]}
     live = _Live(index=index, slot=slot, game=game, players=players, first_color=first_color)
     for move in opening:

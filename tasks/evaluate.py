@@ -38,6 +38,7 @@ from tabula.arena import (
     ArenaError,
     GameOutcome,
     MatchSummary,
+    Schedule,
     play_match,
     summarize,
 )
@@ -176,18 +177,9 @@ def _games(
     path is recorded relative to ``root`` when it lies inside it."""
     first, second = session.players
     width = concurrent if concurrent is not None else cfg.selfplay.concurrent_games
-    outcomes = play_match(
-        first,
-        second,
-        games,
-        cfg.rules.board_size,
-        cfg.rules.komi,
-        concurrent=width,
-        alternate=alternate,
-        start=start,
-        seen=seen,
-        openings=openings,
-    )
+    rules = cfg.rules
+    schedule = Schedule(games, rules.board_size, rules.komi, start, width, alternate, openings)
+    outcomes = play_match(first, second, schedule, seen)
     try:
         for outcome in outcomes:
             path = write_sgf(outcome, sgf_dir, match_id) if sgf_dir is not None else None

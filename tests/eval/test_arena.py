@@ -21,6 +21,7 @@ from tabula.arena import (
     Failure,
     FailureKind,
     MoveRequest,
+    Schedule,
     play_match,
     summarize,
 )
@@ -84,7 +85,7 @@ def random_player(name: str, seed: int) -> SequentialPlayer:
 
 def test_colours_alternate_and_games_come_in_order() -> None:
     first, second = random_player("a", 1), random_player("b", 2)
-    outcomes = list(play_match(first, second, 7, 5, 0.5, concurrent=3))
+    outcomes = list(play_match(first, second, Schedule(7, 5, 0.5, concurrent=3)))
     assert [o.index for o in outcomes] == list(range(7))
     for o in outcomes:
         assert o.first_color == (1 if o.index % 2 == 0 else -1)
@@ -93,13 +94,18 @@ def test_colours_alternate_and_games_come_in_order() -> None:
 
 
 def test_no_alternation_keeps_first_player_black() -> None:
-    outcomes = list(play_match(random_player("a", 1), random_player("b", 2), 3, 5, 0.5,
-                               alternate=False))  # fmt: skip
+    outcomes = list(
+        play_match(
+            random_player("a", 1), random_player("b", 2), Schedule(3, 5, 0.5, alternate=False)
+        )
+    )
     assert all(o.black == "a" and o.first_color == 1 for o in outcomes)
 
 
 def test_every_game_replays_to_the_same_tromp_taylor_result() -> None:
-    for o in play_match(random_player("a", 3), random_player("b", 4), 6, 5, 7.5, concurrent=6):
+    for o in play_match(
+        random_player("a", 3), random_player("b", 4), Schedule(6, 5, 7.5, concurrent=6)
+    ):
         game = Game(5, 7.5)
         for colour, move in o.moves:
             game.play(move, colour)  # raises if any move were illegal
@@ -110,7 +116,7 @@ def test_every_game_replays_to_the_same_tromp_taylor_result() -> None:
 def test_two_deterministic_players_repeat_every_game_but_the_colour_pair() -> None:
     first = SequentialPlayer(FirstLegalPlayer(), "first")
     second = SequentialPlayer(FirstLegalPlayer(highest=True), "last")
-    outcomes = list(play_match(first, second, 6, 5, 0.5, concurrent=4))
+    outcomes = list(play_match(first, second, Schedule(6, 5, 0.5, concurrent=4)))
     assert [o.duplicate_of for o in outcomes] == [None, None, 0, 1, 0, 1]
     assert summarize(outcomes, "first", "last").duplicates == 4
 
@@ -119,7 +125,7 @@ def test_openings_make_deterministic_players_play_different_games() -> None:
     first = SequentialPlayer(FirstLegalPlayer(), "first")
     second = SequentialPlayer(FirstLegalPlayer(highest=True), "last")
     openings = opening_set(7, 4, 2, seed=0)
-    outcomes = list(play_match(first, second, 8, 7, 0.5, concurrent=3, openings=openings))
+    outcomes = list(play_match(first, second, Schedule(8, 7, 0.5, concurrent=3, openings=openings)))
     assert summarize(outcomes, "first", "last").duplicates == 0
     for o in outcomes:  # game i starts with opening i // 2, recorded as its first moves
         opening = openings[o.index // 2]
@@ -133,18 +139,18 @@ def test_openings_make_deterministic_players_play_different_games() -> None:
 
 def test_the_mean_margin_is_from_the_first_players_side_over_scored_games() -> None:
     first, second = random_player("a", 7), random_player("b", 8)
-    outcomes = list(play_match(first, second, 6, 5, 7.5, concurrent=2))
+    outcomes = list(play_match(first, second, Schedule(6, 5, 7.5, concurrent=2)))
     s = summarize(outcomes, "a", "b")
     margins = [o.score if o.first_color == 1 else -o.score for o in outcomes]
     assert s.scored == 6 and s.mean_margin == pytest.approx(np.mean(margins))
     resigned = Scripted("quits", {0: RESIGN})
-    o = list(play_match(resigned, random_player("c", 1), 1, 5, 7.5, alternate=False))
+    o = list(play_match(resigned, random_player("c", 1), Schedule(1, 5, 7.5, alternate=False)))
     s = summarize(o, "quits", "c")
     assert s.scored == 0 and s.mean_margin is None and s.resignations == 1
 
 
 def test_random_players_never_repeat_a_game() -> None:
-    outcomes = list(play_match(random_player("a", 5), random_player("b", 6), 8, 5, 0.5))
+    outcomes = list(play_match(random_player("a", 5), random_player("b", 6), Schedule(8, 5, 0.5)))
     assert summarize(outcomes, "a", "b").duplicates == 0
 
 
@@ -171,7 +177,7 @@ def test_the_referee_ends_a_game_on_a_bad_answer(answer: object, reason: str | N
     # Game 0: the first player is Black and opens on A5 (flat 0); the second player (White)
     # answers `answer` at move number 1.
     second = Scripted("scripted", {1: answer})
-    outcomes = list(play_match(Scripted("plain", {}), second, 1, 5, 0.5))
+    outcomes = list(play_match(Scripted("plain", {}), second, Schedule(1, 5, 0.5)))
     o = outcomes[0]
     if reason is None:
         assert (o.end, o.detail, o.reason) == (EndReason.SCORE, "", "score")
@@ -188,7 +194,7 @@ def test_the_referee_ends_a_game_on_a_bad_answer(answer: object, reason: str | N
 def test_a_failed_game_does_not_stop_the_match() -> None:
     boom = Failure(FailureKind.FORFEIT, "boom")
     second = Scripted("scripted", {2: boom, 3: boom})  # its 2nd move, as Black or White
-    outcomes = list(play_match(Scripted("plain", {}), second, 4, 5, 0.5, concurrent=2))
+    outcomes = list(play_match(Scripted("plain", {}), second, Schedule(4, 5, 0.5, concurrent=2)))
     assert [o.reason for o in outcomes] == ["forfeit: boom"] * 4
     assert [o.first_result for o in outcomes] == [1.0] * 4
     summary = summarize(outcomes, "plain", "scripted")
@@ -197,7 +203,7 @@ def test_a_failed_game_does_not_stop_the_match() -> None:
 
 def test_closing_the_stream_ends_the_games_in_progress() -> None:
     first, second = Scripted("a", {}), Scripted("b", {})
-    stream = play_match(first, second, 10, 5, 0.5, concurrent=4)
+    stream = play_match(first, second, Schedule(10, 5, 0.5, concurrent=4))
     next(stream)
     stream.close()
     assert sorted(first.started) == sorted(first.ended)
@@ -213,18 +219,18 @@ def test_a_failure_kind_is_forfeit_or_abort() -> None:
 def test_bad_match_arguments_are_refused() -> None:
     a = random_player("a", 0)
     with pytest.raises(ArenaError, match="at least 1 game"):
-        next(play_match(a, random_player("b", 1), 0, 5, 0.5))
+        next(play_match(a, random_player("b", 1), Schedule(0, 5, 0.5)))
     with pytest.raises(ArenaError, match="cannot play itself"):
-        next(play_match(a, a, 2, 5, 0.5))
+        next(play_match(a, a, Schedule(2, 5, 0.5)))
 
 
 def test_sgf_results() -> None:
-    outcomes = list(play_match(Scripted("a", {}), Scripted("b", {1: RESIGN}), 1, 5, 0.5))
+    outcomes = list(play_match(Scripted("a", {}), Scripted("b", {1: RESIGN}), Schedule(1, 5, 0.5)))
     assert sgf_result(outcomes[0]) == "B+R"
-    outcomes = list(play_match(Scripted("a", {}), Scripted("b", {1: 0}), 1, 5, 0.5))
+    outcomes = list(play_match(Scripted("a", {}), Scripted("b", {1: 0}), Schedule(1, 5, 0.5)))
     assert sgf_result(outcomes[0]) == "B+F"
     aborts = Scripted("b", {1: Failure(FailureKind.ABORT, "x")})
-    outcomes = list(play_match(Scripted("a", {}), aborts, 1, 5, 0.5))
+    outcomes = list(play_match(Scripted("a", {}), aborts, Schedule(1, 5, 0.5)))
     assert sgf_result(outcomes[0]) == "Void"
 
 

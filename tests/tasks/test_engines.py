@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tabula.arena import play_match, summarize
+from tabula.arena import Schedule, play_match, summarize
 from tabula.config import Config
 from tabula.go.game import Game
 from tabula.ladder import engine_name
@@ -78,7 +78,9 @@ def test_engine_processes_are_closed(
 ) -> None:
     player = make_player(fake_engine("good", tmp_path / "m"), cfg5)
     assert isinstance(player, GtpPlayer)
-    outcomes = list(play_match(player, make_player("random", cfg5), 3, 5, 0.5, concurrent=3))
+    outcomes = list(
+        play_match(player, make_player("random", cfg5), Schedule(3, 5, 0.5, concurrent=3))
+    )
     procs = [p.proc for p in player._procs.values()]
     assert len(procs) == 3 and all(p.poll() is None for p in procs)
     player.close()

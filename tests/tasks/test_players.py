@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tabula.arena import ArenaError, play_match
+from tabula.arena import ArenaError, Schedule, play_match
 from tabula.config import Config, load_config
 from tabula.go.game import Game
 from tabula.gtp import GtpEngine
@@ -82,7 +82,7 @@ def test_checkpoint_for_another_board_is_refused(tiny_checkpoint: Path) -> None:
 def test_network_players_play_legal_games(kind: str, cfg5: Config, tiny_checkpoint: Path) -> None:
     player = make_player(f"{kind}:{tiny_checkpoint}", cfg5, seed=1)
     opponent = make_player("random", cfg5, seed=2)
-    outcomes = list(play_match(player, opponent, 4, 5, 0.5, concurrent=4))
+    outcomes = list(play_match(player, opponent, Schedule(4, 5, 0.5, concurrent=4)))
     assert [o.reason for o in outcomes] == ["score"] * 4  # no forfeit: every move was legal
     for o in outcomes:
         game = Game(5, 0.5)
@@ -105,7 +105,7 @@ def test_mcts_player_is_reproducible(cfg5: Config, tiny_checkpoint: Path) -> Non
     def games(seed: int) -> list[tuple[tuple[int, int], ...]]:
         player = make_player(f"mcts:{tiny_checkpoint}@8", cfg5, seed=seed)
         opponent = make_player("random", cfg5, seed=7)
-        return [o.moves for o in play_match(player, opponent, 2, 5, 0.5, concurrent=2)]
+        return [o.moves for o in play_match(player, opponent, Schedule(2, 5, 0.5, concurrent=2))]
 
     assert games(1) == games(1)
 
