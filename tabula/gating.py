@@ -29,10 +29,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tabula.elo import expected_score
 from tabula.errors import TabulaError
+
+if TYPE_CHECKING:
+    from tabula.config import EvaluationConfig
 
 
 class GateError(TabulaError, ValueError):
@@ -77,6 +80,21 @@ class GateConfig:
     elo1: float = 35.0
     alpha: float = 0.05
     beta: float = 0.05
+
+    @classmethod
+    def from_evaluation(cls, evaluation: EvaluationConfig) -> GateConfig:
+        """The gate a run's config asks for: its ``evaluation.gating_games``,
+        ``gating_threshold`` and ``sprt*`` settings (the one place they are read)."""
+        e = evaluation
+        return cls(
+            games=e.gating_games,
+            threshold=e.gating_threshold,
+            sprt=e.sprt,
+            elo0=e.sprt_elo0,
+            elo1=e.sprt_elo1,
+            alpha=e.sprt_alpha,
+            beta=e.sprt_beta,
+        )
 
 
 class GateReason(StrEnum):
@@ -124,14 +142,11 @@ def ungated() -> GateDecision:
 
 
 def _validated(config: GateConfig) -> GateConfig:
+    # Plain int, float and bool whatever came in (numpy scalars, an int for a float): each
+    # field as the type of its default.
+    defaults = asdict(GateConfig())
     c = GateConfig(
-        games=int(config.games),
-        threshold=float(config.threshold),
-        sprt=bool(config.sprt),
-        elo0=float(config.elo0),
-        elo1=float(config.elo1),
-        alpha=float(config.alpha),
-        beta=float(config.beta),
+        **{name: type(default)(getattr(config, name)) for name, default in defaults.items()}
     )
     if c.games < 1:
         raise GateError(f"gate games must be >= 1, got {c.games}")

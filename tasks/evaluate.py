@@ -251,20 +251,6 @@ def run_match(
     return MatchResult(match_id, first, second, tuple(records), summary, sgf_path, store_path)
 
 
-def gate_config(cfg: Config) -> GateConfig:
-    """The gate's numbers from the evaluation section of the config."""
-    e = cfg.evaluation
-    return GateConfig(
-        games=e.gating_games,
-        threshold=e.gating_threshold,
-        sprt=e.sprt,
-        elo0=e.sprt_elo0,
-        elo1=e.sprt_elo1,
-        alpha=e.sprt_alpha,
-        beta=e.sprt_beta,
-    )
-
-
 def run_gate(
     candidate_spec: str,
     best_spec: str,
@@ -292,7 +278,7 @@ def run_gate(
     Raises MatchError if a round of games gives no result at all (every game aborted).
     """
     out = Path(out_dir)
-    gate = Gate(gate_config(cfg))
+    gate = Gate(GateConfig.from_evaluation(cfg.evaluation))
     if concurrent is None and gate.config.sprt:
         # Games in flight when the SPRT stops are wasted: keep a quarter of the maximum at once.
         concurrent = max(1, min(cfg.selfplay.concurrent_games, gate.config.games // 4))
