@@ -36,6 +36,7 @@ from model.datamodule import ShardDataModule
 from model.files import write_json
 from model.network import PolicyValueNet, network_args
 from tabula.config import load_config
+from tasks.match import MatchSpec
 from tasks.run.layout import RunLayout
 
 #: Positions the batch-norm statistics of an average are recomputed over: 40 x 256 = 10,240.
@@ -134,8 +135,14 @@ def main() -> None:
         path = averaged_checkpoint(layout, last, k, work / f"avg-{k}-iter-{last:04d}.pt")
         player = f"{layout.run}/avg-{k}-iter-{last:04d}"
         console.print(f"the last {k} iterations averaged: {args.games} games against the last")
-        games = play_match(f"avg-{k}-vs-iter-{last:04d}", (f"mcts:{path}@{args.simulations}",
-                           plain_spec), args.games, cfg, work / "games", seed=k)  # fmt: skip
+        match = MatchSpec(
+            (f"mcts:{path}@{args.simulations}", plain_spec),
+            args.games,
+            seed=k,
+            match_id=f"avg-{k}-vs-iter-{last:04d}",
+            store=work / "games",
+        )
+        games = play_match(match, cfg)
         summary = side_summary(games, player)
         rows.append({"last": k, "player": player, "against": layout.model_id(last), **summary,
                      "elo_gap": elo_gap(summary["win_rate"])})  # fmt: skip

@@ -142,7 +142,7 @@ def head_to_head(model: Path, simulations: int, leaves: tuple[int, int], games: 
     from tabula.config import load_config
     from tabula.gating import win_rate_interval
     from tabula.openings import match_openings
-    from tasks.evaluate import run_match
+    from tasks.match import MatchSpec, run_match
 
     cfg = load_config(ROOT / "configs/quickstart.yaml", [])
     cfgs = tuple(load_config(ROOT / "configs/quickstart.yaml",
@@ -154,9 +154,14 @@ def head_to_head(model: Path, simulations: int, leaves: tuple[int, int], games: 
             copy = Path(tmp) / f"leaves-{n}.pt"
             copy.write_bytes(model.read_bytes())
             specs.append(f"mcts:{copy}@{simulations}")
-        result = run_match(specs[1], specs[0], games, cfg, seed=0, concurrent=16,
-                           openings=match_openings(cfg.rules.board_size, games, 2),
-                           player_cfgs=(cfgs[1], cfgs[0]))  # fmt: skip
+        spec = MatchSpec(
+            (specs[1], specs[0]),
+            games,
+            openings=match_openings(cfg.rules.board_size, games, 2),
+            concurrent=16,
+            player_cfgs=(cfgs[1], cfgs[0]),
+        )
+        result = run_match(spec, cfg)
     m = result.summary
     decided = m.wins + m.losses + m.draws
     low, high = win_rate_interval(m.score * decided, decided) if decided else (0.0, 1.0)

@@ -37,7 +37,7 @@ from tabula.elo import fit_ratings
 from tabula.gating import win_rate_interval
 from tabula.ladder import gnugo_spec
 from tabula.openings import match_openings
-from tasks.evaluate import PlayedGame, run_match
+from tasks.match import MatchSpec, PlayedGame, run_match
 from tasks.run.results import load_results, results_from_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,18 +63,16 @@ def play_pair(low: int, high: int, games: int, args: argparse.Namespace, console
             o = record.outcome
             console.print(f"  game {o.index}: {o.reason} {o.score}", highlight=False)
 
-    result = run_match(
-        gnugo_spec(high),
-        gnugo_spec(low),
+    spec = MatchSpec(
+        (gnugo_spec(high), gnugo_spec(low)),
         games - done,
-        cfg,
-        store=args.store,
         match_id=match_id,
-        concurrent=args.concurrent,
+        store=args.store,
         openings=openings,
         start=done,
-        progress=show,
+        concurrent=args.concurrent,
     )
+    result = run_match(spec, cfg, progress=show)
     seconds = time.monotonic() - started
     duplicates = result.summary.duplicates
     console.print(f"  {games - done} games in {seconds:.0f} s, {duplicates} repeated a game")

@@ -92,6 +92,7 @@ from cli.clone import empty_project
 from model.files import write_json
 from tabula.config import Config, load_config
 from tabula.errors import TabulaError, first_line
+from tasks.match import MatchSpec
 from tasks.run.budget import read_budget
 from tasks.run.cputime import CORE_HOUR, run_measured
 from tasks.run.layout import RunLayout
@@ -228,8 +229,15 @@ def head_to_head(
     for k, first in enumerate(ready):
         for second in ready[k + 1 :]:
             (a, a_spec, a_cfg), (b, b_spec, b_cfg) = players[first], players[second]
-            games = play_match(f"{first}-vs-{second}", (a_spec, b_spec), args.h2h_games, a_cfg,
-                          workdir / "head-to-head", seed=k, player_cfgs=(a_cfg, b_cfg))  # fmt: skip
+            match = MatchSpec(
+                (a_spec, b_spec),
+                args.h2h_games,
+                seed=k,
+                match_id=f"{first}-vs-{second}",
+                store=workdir / "head-to-head",
+                player_cfgs=(a_cfg, b_cfg),
+            )
+            games = play_match(match, a_cfg)
             pairs.append({"first": first, "second": second, "players": [a, b],
                           **side_summary(games, a), "elo_gap": None})  # fmt: skip
     return pairs

@@ -9,6 +9,7 @@ each, our side batched across them).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from bench.strength_report import LEVELS
 from tabula.config import Config
 from tabula.ladder import gnugo_spec
 from tabula.openings import match_openings
-from tasks.evaluate import run_match
+from tasks.match import MatchSpec, run_match
 from tasks.run.results import load_results
 
 # Ladder games played at once. Our side's network batches grow with it: 16 games of a 4x32
@@ -26,22 +27,22 @@ from tasks.run.results import load_results
 LADDER_GAMES_AT_ONCE = 16
 
 
-def play_match(
-    match_id: str,
-    specs: tuple[str, str],
-    games: int,
-    cfg: Config,
-    store: Path,
-    seed: int,
-    player_cfgs: tuple[Config, Config] | None = None,
-) -> list[dict[str, Any]]:
-    """The store's rows of match ``match_id``, after playing the games it still lacks."""
+def play_match(spec: MatchSpec, cfg: Config) -> list[dict[str, Any]]:
+    """The store's rows of ``spec``'s match (its ``match_id`` in its ``store``), after playing
+    the games of its ``games`` that the store still lacks, from a seeded opening per pair of
+    games, `LADDER_GAMES_AT_ONCE` at once."""
+    assert spec.store is not None and spec.match_id is not None, "a resumable match is stored"
+    store, match_id = spec.store, spec.match_id
     rows = [r for r in load_results(store) if r["match_id"] == match_id] if store.exists() else []
-    if len(rows) < games:
-        openings = match_openings(cfg.rules.board_size, games, 2)
-        run_match(*specs, games - len(rows), cfg, store=store, seed=seed, match_id=match_id,
-                  concurrent=LADDER_GAMES_AT_ONCE, openings=openings, start=len(rows),
-                  player_cfgs=player_cfgs)  # fmt: skip
+    if len(rows) < spec.games:
+        rest = replace(
+            spec,
+            games=spec.games - len(rows),
+            start=len(rows),
+            openings=match_openings(cfg.rules.board_size, spec.games, 2),
+            concurrent=LADDER_GAMES_AT_ONCE,
+        )
+        run_match(rest, cfg)
         rows = [r for r in load_results(store) if r["match_id"] == match_id]
     return rows
 
@@ -51,8 +52,8 @@ def play_ladder(
 ) -> dict[str, Any]:
     """``games`` games of ``spec`` against GnuGo ``level`` (resumed from the store)."""
     match_id = f"{player.replace('/', '-')}-vs-gnugo-l{level}"
-    rows = play_match(match_id, (spec, gnugo_spec(level)), games, cfg, store, seed)
-    return {"level": level, **side_summary(rows, player)}
+    match = MatchSpec((spec, gnugo_spec(level)), games, seed=seed, match_id=match_id, store=store)
+    return {"level": level, **side_summary(play_match(match, cfg), player)}
 
 
 def climb(

@@ -236,11 +236,12 @@ def match(
 ) -> None:
     """Play a match; print the result table and append the games to the results store."""
     from cli.report import match_table
-    from tasks.evaluate import run_match
+    from tasks.match import MatchSpec, run_match
 
     cfg = _config(config, set_)
     store = store or _project() / cfg.pipeline.data_dir / cfg.pipeline.name / "results"
-    result = run_match(black, white, games, cfg, sgf_dir, store, seed=seed)
+    spec = MatchSpec((black, white), games, seed=seed, sgf_dir=sgf_dir, store=store)
+    result = run_match(spec, cfg)
     match_table(result)
 
 
@@ -255,10 +256,11 @@ def gate(
     set_: SetOpt = None,
 ) -> None:
     """Gate a candidate against the best: promoted or not, with the evidence."""
-    from tasks.evaluate import run_gate
+    from tasks.match import MatchSpec, run_gate
 
     cfg = _config(config, set_)
-    decision = run_gate(candidate, best, cfg, out, seed=seed)
+    spec = MatchSpec((candidate, best), cfg.evaluation.gating_games, seed=seed, sgf_dir=out / "sgf")
+    decision = run_gate(spec, cfg, out)
     verdict = "PROMOTED" if decision.promoted else "not promoted"
     typer.echo(
         f"{verdict} ({decision.reason}): {decision.wins}-{decision.losses} in {decision.games} "

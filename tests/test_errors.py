@@ -65,7 +65,7 @@ def test_every_expected_failure_derives_from_tabula_error() -> None:
     from tabula.go.coords import CoordinateError
     from tabula.go.game import IllegalMoveError
     from tabula.sgf import SgfError
-    from tasks.evaluate import MatchError
+    from tasks.match import MatchError
     from tasks.players import PlayerSpecError
     from tasks.run.layout import RunLockedError
     from tasks.run.results import ResultsStoreError

@@ -1,4 +1,4 @@
-"""The arena (tabula.arena) and the match/gate stage (tasks.evaluate): real players, real rules.
+"""The arena (tabula.arena) and matches and gates (tasks.match): real players, real rules.
 
 Players here are the project's own (random, raw network, MCTS) plus two tiny test players
 written against the public Player protocol: a deterministic one and a scripted one that
@@ -31,7 +31,7 @@ from tabula.go.game import Game
 from tabula.openings import opening_set
 from tabula.players import RandomPlayer, SequentialPlayer, own_eyes
 from tabula.sgf import read_sgf, replay, sgf_result
-from tasks.evaluate import GATE_FILE, MatchError, run_gate, run_match
+from tasks.match import GATE_FILE, MatchError, MatchSpec, run_gate, run_match
 from tasks.run.results import load_results
 
 
@@ -234,12 +234,20 @@ def test_sgf_results() -> None:
     assert sgf_result(outcomes[0]) == "Void"
 
 
-# -- tasks.evaluate ------------------------------------------------------------------------
+# -- tasks.match ---------------------------------------------------------------------------
 
 
 def test_run_match_writes_sgf_and_the_results_store(tmp_path: Path, cfg5: Config) -> None:
-    result = run_match("random", "random", 4, cfg5, tmp_path / "sgf", tmp_path / "store",
-                       match_id="m1", iteration=3, concurrent=2)  # fmt: skip
+    spec = MatchSpec(
+        ("random", "random"),
+        4,
+        match_id="m1",
+        iteration=3,
+        sgf_dir=tmp_path / "sgf",
+        store=tmp_path / "store",
+        concurrent=2,
+    )
+    result = run_match(spec, cfg5)
     assert (result.first, result.second) == ("random", "random#2")
     assert result.summary.games == 4 and result.summary.duplicates == 0
     rows = load_results(tmp_path / "store")
@@ -261,8 +269,11 @@ def test_gate_promotes_a_strong_player_and_sprt_stops_early(
     # A big hypothesised gap (200 Elo) lets a handful of straight wins decide.
     cfg = config5("evaluation.gating_games=40", "evaluation.sprt=true", "evaluation.sprt_elo1=200")
     # The searching player beats its own raw network, which passes as soon as it can.
-    decision = run_gate(f"mcts:{tiny_checkpoint}@16", f"raw:{tiny_checkpoint}", cfg,
-                        tmp_path / "gate", concurrent=2, store=tmp_path / "store")  # fmt: skip
+    players = (f"mcts:{tiny_checkpoint}@16", f"raw:{tiny_checkpoint}")
+    spec = MatchSpec(
+        players, 40, sgf_dir=tmp_path / "gate" / "sgf", store=tmp_path / "store", concurrent=2
+    )
+    decision = run_gate(spec, cfg, tmp_path / "gate")
     assert decision.promoted and decision.reason == "sprt-accept-h1"
     assert decision.games < 40
     evidence = json.loads((tmp_path / "gate" / GATE_FILE).read_text())
@@ -277,7 +288,8 @@ def test_gate_promotes_a_strong_player_and_sprt_stops_early(
 
 def test_fixed_gate_plays_every_game(tmp_path: Path, config5: Callable[..., Config]) -> None:
     cfg = config5("evaluation.gating_games=4")
-    decision = run_gate("random", "random", cfg, tmp_path, concurrent=4)
+    spec = MatchSpec(("random", "random"), 4, sgf_dir=tmp_path / "sgf", concurrent=4)
+    decision = run_gate(spec, cfg, tmp_path)
     assert decision.reason == "threshold" and decision.games == 4 and decision.llr is None
     evidence = json.loads((tmp_path / GATE_FILE).read_text())
     assert evidence["games_played"] == 4 and len(evidence["sgf"]) == 4
@@ -287,6 +299,6 @@ def test_gate_with_only_aborted_games_fails_clearly(
     tmp_path: Path, config5: Callable[..., Config], fake_gtp: Path
 ) -> None:
     cfg = config5("evaluation.gating_games=2", "evaluation.match_timeout_s=10")
-    spec = f"gtp:{sys.executable} {fake_gtp} refuse --at 1"  # refuses every move relayed to it
+    refuses = f"gtp:{sys.executable} {fake_gtp} refuse --at 1"  # every move relayed to it
     with pytest.raises(MatchError, match="all 2 games aborted"):
-        run_gate(spec, "random", cfg, tmp_path)
+        run_gate(MatchSpec((refuses, "random"), 2, sgf_dir=tmp_path / "sgf"), cfg, tmp_path)

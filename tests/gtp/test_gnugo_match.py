@@ -15,7 +15,7 @@ import pytest
 from tabula.config import load_config
 from tabula.go.game import Game
 from tabula.sgf import read_sgf, replay, sgf_result
-from tasks.evaluate import run_match
+from tasks.match import MatchSpec, run_match
 from tasks.players import make_player
 from tasks.run.results import load_results
 
@@ -32,7 +32,10 @@ SPEC = "gtp:gnugo --mode gtp --level 1 --chinese-rules --positional-superko --ca
 
 def test_two_games_against_gnugo_play_to_a_tromp_taylor_result(tmp_path: Path) -> None:
     cfg = load_config(None, ["rules.board_size=9", "rules.komi=7.5"])
-    result = run_match(SPEC, "random", 2, cfg, tmp_path / "sgf", tmp_path / "store", seed=1)
+    spec = MatchSpec(
+        (SPEC, "random"), 2, seed=1, sgf_dir=tmp_path / "sgf", store=tmp_path / "store"
+    )
+    result = run_match(spec, cfg)
     assert (result.first, result.second) == ("gnugo-l1", "random")
     rows = load_results(tmp_path / "store")
     assert len(rows) == 2
@@ -71,8 +74,14 @@ def test_a_replayed_match_against_gnugo_gives_the_same_games(tmp_path: Path) -> 
     cfg = load_config(None, ["rules.board_size=9", "rules.komi=7.5"])
 
     def moves(name: str, seed: int) -> list[tuple]:
-        result = run_match(SPEC, "random", 2, cfg, tmp_path / name, tmp_path / f"{name}-store",
-                           seed=seed)  # fmt: skip
+        spec = MatchSpec(
+            (SPEC, "random"),
+            2,
+            seed=seed,
+            sgf_dir=tmp_path / name,
+            store=tmp_path / f"{name}-store",
+        )
+        result = run_match(spec, cfg)
         return [r.outcome.moves for r in result.games]
 
     first = moves("a", seed=3)

@@ -18,7 +18,7 @@ from tabula.config import Config
 from tabula.go.game import Game
 from tabula.ladder import engine_name
 from tasks.engines import GtpPlayer
-from tasks.evaluate import run_match
+from tasks.match import MatchSpec, run_match
 from tasks.players import make_player
 
 
@@ -59,8 +59,9 @@ def test_a_broken_engine_loses_that_game_and_the_match_goes_on(
     fake_engine: Callable[..., str],
 ) -> None:
     cfg = config5("evaluation.match_timeout_s=2.5")
-    result = run_match(fake_engine(mode, tmp_path / "marker"), "random", 3, cfg,
-                       tmp_path / "sgf", tmp_path / "store", concurrent=1)  # fmt: skip
+    players = (fake_engine(mode, tmp_path / "marker"), "random")
+    spec = MatchSpec(players, 3, sgf_dir=tmp_path / "sgf", store=tmp_path / "store", concurrent=1)
+    result = run_match(spec, cfg)
     reasons = [r.outcome.reason for r in result.games]
     assert reasons[0].startswith(reason), reasons
     assert reasons[1:] == ["score", "score"]  # a fresh engine process played on

@@ -7,6 +7,7 @@ network players must play legal, reproducible games and answer GTP genmove in ei
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from tabula.arena import ArenaError, Schedule, play_match
 from tabula.config import Config, load_config
 from tabula.go.game import Game
 from tabula.gtp import GtpEngine
-from tasks.evaluate import run_match
+from tasks.match import MatchSpec, run_match
 from tasks.players import PlayerSpecError, make_player
 from tasks.run.results import load_results
 
@@ -117,15 +118,17 @@ def test_each_side_of_a_match_can_have_its_own_config(
     puct = config5("search.algorithm=puct")
     gumbel = config5("search.algorithm=gumbel", "evaluation.simulations=4")
     spec = f"mcts:{tiny_checkpoint}@4"
-    result = run_match(spec, spec, 2, puct, store=tmp_path / "store", match_id="h2h",
-                       player_cfgs=(puct, gumbel))  # fmt: skip
+    match = MatchSpec(
+        (spec, spec), 2, match_id="h2h", store=tmp_path / "store", player_cfgs=(puct, gumbel)
+    )
+    result = run_match(match, puct)
     # The name says "@4" where 4 is not the player's own config's evaluation.simulations.
     assert (result.first, result.second) == ("tiny@4", "tiny")
     assert [r["winner"] for r in load_results(tmp_path / "store")] == [
         g.outcome.winner for g in result.games
     ]
     with pytest.raises(ArenaError, match="rules"):
-        run_match(spec, spec, 2, puct, player_cfgs=(puct, config5("rules.komi=7.5")))
+        run_match(replace(match, player_cfgs=(puct, config5("rules.komi=7.5"))), puct)
 
 
 def _genmove_player(cfg: Config, leaves: int | None = None, seed: int = 0, simulations: int = 32):
