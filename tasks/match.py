@@ -237,8 +237,8 @@ def run_match(spec: MatchSpec, cfg: Config, progress: Progress | None = None) ->
             records.append(record)
             if progress is not None:
                 progress(record)
-    summary = summarize([r.outcome for r in records], *session.names)
     first, second = session.names
+    summary = summarize([r.outcome for r in records], first, second)
     return MatchResult(
         session.match_id, first, second, tuple(records), summary, spec.sgf_dir, spec.store
     )
