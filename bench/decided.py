@@ -85,7 +85,7 @@ def main() -> None:
     if not 0.0 < args.threshold < 1.0 or args.lookback < 1:
         parser.error("--threshold must lie in (0, 1) and --lookback be at least 1")
     layout = run_layout(args)
-    iterations = sorted(int(p.name[5:]) for p in layout.root.glob("iter-*") if p.name[5:].isdigit())
+    iterations = layout.iterations()
     rows = []
     for i in iterations:
         if layout.selfplay(i).is_dir() and any(layout.selfplay(i).rglob("*.parquet")):

@@ -51,6 +51,7 @@ from rich.console import Console
 
 from bench.pipeline_tables import dask_table, overhead_table
 from cli.clone import empty_project
+from tasks.run.layout import RunLayout
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
@@ -117,13 +118,13 @@ def _prefect_times() -> tuple[dict[int, float], dict[str, float]]:
     return iterations, kinds
 
 
-def _overhead(overrides: list[str], root: Path, iterations: int, start_s: float, wall: float,
+def _overhead(overrides: list[str], run: RunLayout, iterations: int, start_s: float, wall: float,
               flow_wall: dict[int, float], tasks: dict[str, float]) -> dict[str, Any]:  # fmt: skip
     """The overhead figures of a finished run (``overrides`` on the quick start, its servers
     started in ``start_s``): per iteration and for the whole run."""
     rows = []
     for i in range(1, iterations + 1):
-        stages = _stage_seconds(root / f"iter-{i:04d}" / "state")
+        stages = _stage_seconds(run.state(i))
         inside = sum(v for k, v in stages.items() if k != "selfplay_sum")
         it_wall = flow_wall.get(i, float("nan"))
         rows.append(
@@ -166,8 +167,8 @@ def measure_overhead(overrides: list[str], iterations: int) -> dict[str, Any]:
             run_pipeline(cfg, project, iterations=iterations)
             wall = time.perf_counter() - started
             flow_wall, tasks = _prefect_times()
-        root = project / cfg.pipeline.data_dir / cfg.pipeline.name
-        return _overhead(overrides, root, iterations, server_s, wall, flow_wall, tasks)
+        run = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+        return _overhead(overrides, run, iterations, server_s, wall, flow_wall, tasks)
 
 
 def measure_cluster_overhead(overrides: list[str], iterations: int) -> dict[str, Any]:
@@ -204,8 +205,8 @@ def measure_cluster_overhead(overrides: list[str], iterations: int) -> dict[str,
                 flow_wall, tasks = _prefect_times()
         finally:
             control.down(c.folder)
-        root = project / cfg.pipeline.data_dir / cfg.pipeline.name
-        return _overhead(overrides, root, iterations, server_s, wall, flow_wall, tasks)
+        run = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+        return _overhead(overrides, run, iterations, server_s, wall, flow_wall, tasks)
 
 
 def _dask_config(env: dict[str, str]) -> dict[str, Any]:

@@ -211,7 +211,7 @@ def init_model(
     """Write a randomly initialised network (iteration 0 of a run)."""
     from model.checkpoint import CheckpointLineage, save_checkpoint
     from model.network import network_for
-    from tasks.lineage import init_metadata
+    from tasks.stage_files import init_metadata
 
     cfg = _config(config, set_)
     net = network_for(cfg, seed)

@@ -139,8 +139,8 @@ def print_summary(cfg: Config, project: Path, rows: list[SummaryRow]) -> None:
         console.print("champion: none yet")
     else:
         console.print(f"champion: iteration {best.iteration} ({best.model})")
-    if (layout.root / "elo.png").exists():
-        console.print(f"Elo curve: {layout.rel(layout.root / 'elo.png')}")
+    if layout.elo_plot.exists():
+        console.print(f"Elo curve: {layout.rel(layout.elo_plot)}")
     console.print("Open the MLflow UI (http://127.0.0.1:5000) with:  make ui   or")
     print(
         ui_command(

@@ -18,8 +18,9 @@ from tabula.config import Config, parse_config
 from tabula.ladder import anchor_label
 from tabula.plan import IterationPlan, derive_seed
 from tasks import runs as mlflow_runs
+from tasks.commits import dvc_commit, record_lineage
 from tasks.evaluate import anchor_match, anchors_to_play, elo_of, gate, ratings
-from tasks.lineage import checkpoint_tags, dvc_commit, record_lineage, write_iteration_stages
+from tasks.lineage import checkpoint_tags
 from tasks.plan import plan as plan_task
 from tasks.plan import specs_of
 from tasks.promote import promote
@@ -29,6 +30,7 @@ from tasks.run.markers import finished, resumable
 from tasks.run.records import EvaluationRecord, PromotionRecord, SelfplayRecord, Stage, TrainRecord
 from tasks.run.summary import SummaryRow
 from tasks.selfplay import calibrate, selfplay_worker
+from tasks.stage_files import write_iteration_stages
 from tasks.train import train, window_hashes
 from tasks.watch import IterationProgress, publish_summary
 
@@ -113,7 +115,7 @@ def run_evaluate(
         cfg,
         layout,
         runs[0],
-        {str(layout.match(i)): "evaluation", str(layout.root / "elo.png"): "plots"},
+        {str(layout.match(i)): "evaluation", str(layout.elo_plot): "plots"},
     )
     return result
 

@@ -4,7 +4,7 @@
 tracking store that cannot be reached, takes the run's lock, marks KILLED the MLflow runs a
 dead process left RUNNING (a stage that raises ends its runs FAILED, or KILLED on an
 interrupt, itself), freezes the config in ``data/<run>/params.yaml`` on the first start
-(`tasks.lineage.freeze_config`: a resumed run must use the same config, only
+(`tasks.frozen_config.freeze_config`: a resumed run must use the same config, only
 ``pipeline.iterations`` may grow), and runs the ``pipeline`` flow against the run's Prefect API
 (`flows.api`), which starts the run from a randomly initialised network (iteration 0) and then
 runs each unfinished iteration.
@@ -25,7 +25,8 @@ from tabula.config import Config, parse_config
 from tabula.plan import derive_seed
 from tasks import runs as mlflow_runs
 from tasks import tracking, versioning
-from tasks.lineage import dvc_commit, freeze_config, write_init_stage
+from tasks.commits import dvc_commit
+from tasks.frozen_config import freeze_config
 from tasks.plan import init_model
 from tasks.promote import set_champion
 from tasks.run.budget import (
@@ -50,6 +51,7 @@ from tasks.run.records import (
     TrainRecord,
 )
 from tasks.run.summary import SummaryRow, summary_row, with_final_ratings
+from tasks.stage_files import write_init_stage
 from tasks.versioning import code_commit, ensure_repo
 
 

@@ -31,7 +31,7 @@ from tasks.watch import counting, plot_elo_curve
 def gate(cfg: Config, layout: RunLayout, iteration: int, best: int, seed: int) -> GateRecord:
     """The candidate plays the champion; the decision comes with its evidence. With
     ``evaluation.gating`` off, no games: the candidate is promoted (`tabula.gating.ungated`)."""
-    out = layout.match(iteration) / "gate"
+    out = layout.gate(iteration)
     reset_dir(out)
     started = time.perf_counter()
     if not cfg.evaluation.gating:
@@ -89,7 +89,7 @@ def anchor_match(
     """Games against a fixed anchor (random, a GnuGo level) from seeded openings: its score
     and mean margin track progress, its fixed Elo grounds the scale (`tabula.ladder`)."""
     name = anchor_label(anchor)
-    out = layout.match(iteration) / f"vs-{name}"
+    out = layout.anchor_match(iteration, name)
     reset_dir(out)
     started = time.perf_counter()
     games = cfg.evaluation.anchor_games
@@ -124,7 +124,7 @@ def ratings(cfg: Config, layout: RunLayout, iteration: int) -> tuple[RatingRow, 
     random player's (random = 0), as `tabula.elo.fit_ratings` falls back."""
     fixed = fixed_elos(cfg.evaluation.anchors, cfg.rules.board_size)
     table = ratings_table(layout.results, anchors=fixed)
-    write_json(layout.match(iteration) / "ratings.json", table)
+    write_json(layout.ratings(iteration), table)
     rows = tuple(from_json(RatingRow, row) for row in table)
     by_name = {row.fit.player: row.fit for row in rows}
     points = []
@@ -134,7 +134,7 @@ def ratings(cfg: Config, layout: RunLayout, iteration: int) -> tuple[RatingRow, 
             points.append((j, row.elo, row.low, row.high))
     if points:
         scale = elo_scale(fixed, by_name)
-        plot_elo_curve(points, layout.root / "elo.png", scale=scale)
+        plot_elo_curve(points, layout.elo_plot, scale=scale)
     return rows
 
 

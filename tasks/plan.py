@@ -31,7 +31,7 @@ def init_model(cfg: Config, layout: RunLayout, seed: int) -> InitRecord:
     """The randomly initialised network that starts the run (iteration 0)."""
     from model.checkpoint import save_checkpoint
     from model.network import network_for, weights_sha256
-    from tasks.lineage import init_metadata
+    from tasks.stage_files import init_metadata
 
     reset_dir(layout.model_dir(0))
     net = network_for(cfg, seed)

@@ -68,7 +68,7 @@ def restore_lineage(layout: RunLayout, i: int) -> None:
     needed = [
         layout.params,
         layout.stage_file(i),
-        layout.stage_file(i).with_name("dvc.lock"),
+        layout.stage_lock(i),
         layout.marker(i, Stage.TRAIN.marker_name()),
     ]
     if all(p.exists() for p in needed):

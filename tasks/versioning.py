@@ -84,7 +84,7 @@ def code_commit(source_dir: Path = SOURCE_DIR) -> str:
 
 def _quiet() -> None:
     """DVC logs every lock-file update at INFO; a pipeline run shows only warnings, and not
-    the one per frozen stage that DVC's status gives (tasks.lineage.FROZEN_WHY says why)."""
+    the one per frozen stage that DVC's status gives (tasks.stage_files.FROZEN_WHY says why)."""
     logging.getLogger("dvc").setLevel(logging.WARNING)
     logging.getLogger("dvc.repo.status").setLevel(logging.ERROR)
 

@@ -1,24 +1,45 @@
 """Where a run's files live, how finished stages are marked, and the run lock.
 
+The one drawing of a run's folder (the README and docs/design.md link here). Each path in it is
+the `RunLayout` member named on its right, and nothing else builds a run's paths
+(`tests/tasks/test_layout.py` checks that every member is drawn here):
+
 ```
-data/<run>/
-  params.yaml              the run's resolved config, frozen at its first start
-  uid                      the run's identity in the tracking store (`tasks.runs.run_uid`)
-  champion.json            the current best checkpoint (atomic pointer)
-  budget.json              what the run may spend and has spent, iteration by iteration
-  results/                 every game result of the run (the Elo table grows here)
-  iter-0000/model/         the randomly initialised network that starts the run
-  iter-NNNN/
-    dvc.yaml, dvc.lock     the iteration's stages and their recorded hashes
-    selfplay/worker-WW/    shards and sample SGFs of one self-play worker
-    model/                 the exported checkpoint (model.pt) and Lightning's train.ckpt
-    match/                 gating evidence, match SGFs and results
-    state/STAGE.json       written last by each stage: the stage is finished
+data/<run>/                  root
+  .lock                      lock: held by the pipeline running the run (`RunLock`)
+  params.yaml                params: the run's resolved config, frozen at its first start
+  uid                        uid: the run's identity in the tracking store (first start)
+  champion.json              champion: the current best checkpoint (an atomic pointer)
+  budget.json                budget: what the run may spend and has spent, by iteration
+  results/                   results: every game result of the run (the Elo table grows here)
+  elo.png                    elo_plot: the Elo curve over the iterations
+  dvc.yaml                   dvc_reports: the run's DVC reporting file (params, metrics, plots)
+  metrics.json               metrics: the last iteration's numbers (`dvc metrics show`)
+  plots/                     plots: the curves over the iterations (`dvc plots show`)
+    CURVE.csv                plot(curve): elo, loss and anchors
+  iter-0000/model/model.pt   model(0): the randomly initialised network that starts the run
+  iter-NNNN/                 iteration(i)
+    dvc.yaml                 stage_file(i): the iteration's DVC stages
+    dvc.lock                 stage_lock(i): their recorded hashes
+    .gitignore               gitignore(i): DVC's, naming the outputs it keeps out of git
+    selfplay/                selfplay(i)
+      worker-WW/             worker(i, w): the shards and sample SGFs of one self-play worker
+    model/                   model_dir(i)
+      model.pt               model(i): the exported checkpoint
+      train.ckpt             trainer_ckpt(i): Lightning's, which the next training resumes
+    match/                   match(i): the iteration's games after training
+      gate/                  gate(i): the gating evidence (gate.json) and its games' SGFs
+      vs-ANCHOR/             anchor_match(i, anchor): the SGFs of the games against an anchor
+      ratings.json           ratings(i): the Elo table after the iteration's games
+    state/                   state(i)
+      STAGE.json             marker(i, stage): written last by each stage
 ```
 
 A stage is finished exactly when its ``state/STAGE.json`` exists (it holds the stage's record,
 `tasks.run.records`; `tasks.run.markers` reads and writes it); outputs of unfinished stages are
-removed and rebuilt from their seeds on resume, so nothing is duplicated.
+removed and rebuilt from their seeds on resume, so nothing is duplicated. The run's files on
+its git branch are its config, identity, champion and reports, and each iteration's stage
+file, lock, ``.gitignore`` and markers (`tasks.commits.record_lineage`).
 """
 
 from __future__ import annotations
@@ -26,6 +47,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +62,7 @@ class RunLockedError(TabulaError):
 
 @dataclass(frozen=True)
 class RunLayout:
-    """Paths of one run under ``project/data_dir/run``."""
+    """Paths of one run under ``project/data_dir/run``: the members of the module's drawing."""
 
     project: Path
     data_dir: str
@@ -49,6 +71,10 @@ class RunLayout:
     @property
     def root(self) -> Path:
         return self.project / self.data_dir / self.run
+
+    @property
+    def lock(self) -> Path:
+        return self.root / ".lock"
 
     @property
     def params(self) -> Path:
@@ -70,8 +96,32 @@ class RunLayout:
     def results(self) -> Path:
         return self.root / "results"
 
+    @property
+    def elo_plot(self) -> Path:
+        return self.root / "elo.png"
+
+    @property
+    def dvc_reports(self) -> Path:
+        return self.root / "dvc.yaml"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.json"
+
+    @property
+    def plots(self) -> Path:
+        return self.root / "plots"
+
+    def plot(self, curve: str) -> Path:
+        return self.plots / f"{curve}.csv"
+
     def iteration(self, i: int) -> Path:
         return self.root / f"iter-{i:04d}"
+
+    def iterations(self) -> list[int]:
+        """The iterations that have a folder on disk, in order."""
+        found = (re.fullmatch(r"iter-([0-9]+)", p.name) for p in self.root.glob("iter-*"))
+        return sorted(int(m.group(1)) for m in found if m)
 
     def model_id(self, i: int) -> str:
         """The name of iteration i's network: its checkpoint's model id, its Elo player name."""
@@ -79,6 +129,12 @@ class RunLayout:
 
     def stage_file(self, i: int) -> Path:
         return self.iteration(i) / "dvc.yaml"
+
+    def stage_lock(self, i: int) -> Path:
+        return self.iteration(i) / "dvc.lock"
+
+    def gitignore(self, i: int) -> Path:
+        return self.iteration(i) / ".gitignore"
 
     def selfplay(self, i: int) -> Path:
         return self.iteration(i) / "selfplay"
@@ -98,9 +154,21 @@ class RunLayout:
     def match(self, i: int) -> Path:
         return self.iteration(i) / "match"
 
-    def marker(self, i: int, name: str) -> Path:
-        """A stage's marker; ``name``: `tasks.run.records.Stage.marker_name`."""
-        return self.iteration(i) / "state" / f"{name}.json"
+    def gate(self, i: int) -> Path:
+        return self.match(i) / "gate"
+
+    def anchor_match(self, i: int, anchor: str) -> Path:
+        return self.match(i) / f"vs-{anchor}"
+
+    def ratings(self, i: int) -> Path:
+        return self.match(i) / "ratings.json"
+
+    def state(self, i: int) -> Path:
+        return self.iteration(i) / "state"
+
+    def marker(self, i: int, stage: str) -> Path:
+        """A stage's marker; ``stage``: `tasks.run.records.Stage.marker_name`."""
+        return self.state(i) / f"{stage}.json"
 
     def rel(self, path: Path) -> str:
         return str(path.resolve().relative_to(self.project.resolve()))
@@ -126,10 +194,10 @@ def reset_dir(path: Path) -> None:
 
 
 class RunLock:
-    """An exclusive lock on a run (``data/<run>/.lock``); the OS drops it if the process dies."""
+    """An exclusive lock on a run (`RunLayout.lock`); the OS drops it if the process dies."""
 
     def __init__(self, layout: RunLayout) -> None:
-        self.path = layout.root / ".lock"
+        self.path = layout.lock
         self._handle = None
 
     def __enter__(self) -> RunLock:

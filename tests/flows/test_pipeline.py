@@ -133,7 +133,7 @@ def test_changed_config_on_resume_is_refused(prefect_server, tiny_config, projec
 
     layout = RunLayout(project, tiny_config.pipeline.data_dir, tiny_config.pipeline.name)
     layout.root.mkdir(parents=True)
-    from tasks.lineage import freeze_config
+    from tasks.frozen_config import freeze_config
 
     freeze_config(tiny_config, layout)
     changed = tiny_config.model_copy(
