@@ -1,5 +1,7 @@
-"""What every `tabula` command shares: the ``--config``/``--set`` options, one-line errors
-(`expected_errors`), SIGTERM as an interrupt, and the project folder (the working directory)."""
+"""What every `tabula` command shares: the ``--config``/``--set`` options and the config they
+name (`config_from`), one-line errors (`expected_errors`, `one_line_console_errors`), SIGTERM as
+an interrupt (`interrupt_on_sigterm`), and the project folder (`project_dir`, the working
+directory)."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ SetOpt = Annotated[
 ]
 
 
-def _interrupt_on_sigterm() -> None:
+def interrupt_on_sigterm() -> None:
     """SIGTERM (``kill``, a scheduler stopping the run) unwinds like Ctrl-C, so the run's MLflow
     runs end KILLED and its lock is released; SIGKILL leaves that to the next resume."""
 
@@ -90,18 +92,20 @@ class _NoTracebackForExpected(logging.Filter):
         return True
 
 
-def _one_line_console_errors() -> None:
+def one_line_console_errors() -> None:
     """Install `_NoTracebackForExpected` on the root handlers (Prefect's console handler)."""
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, _NoTracebackForExpected) for f in handler.filters):
             handler.addFilter(_NoTracebackForExpected())
 
 
-def _config(config: Path | None, overrides: list[str] | None):
+def config_from(config: Path | None, overrides: list[str] | None):
+    """The config ``--config`` and ``--set`` name (`tabula.config.load_config`)."""
     from tabula.config import load_config
 
     return load_config(config, overrides or ())
 
 
-def _project() -> Path:
+def project_dir() -> Path:
+    """The project a command works in: the working directory."""
     return Path.cwd()

@@ -7,7 +7,7 @@ import numpy as np
 import typer
 from typer.testing import CliRunner
 
-import cli
+from cli.common import expected_errors
 from tabula.errors import TabulaError, UsageError, first_line
 
 
@@ -16,7 +16,7 @@ def _command_raising(exc: BaseException):
     app = typer.Typer(pretty_exceptions_enable=False)
 
     @app.command()
-    @cli.expected_errors
+    @expected_errors
     def fail() -> None:
         raise exc
 

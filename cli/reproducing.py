@@ -1,6 +1,6 @@
-"""The lineage commands: ``tabula reproduce`` (rebuild a checkpoint and compare), ``tabula stage
-selfplay|train`` (the DVC commands of those stages: the same check, in the iteration's place)
-and ``tabula push`` (publish a run's data, branch and tags)."""
+"""The commands of docs/reproducing.md: ``tabula reproduce`` (rebuild a checkpoint and
+compare), ``tabula stage selfplay|train`` (the DVC commands of those stages: the same check, in
+the iteration's place) and ``tabula push`` (publish a run's data, branch and tags)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import typer
 from cli.common import (
     ConfigOpt,
     SetOpt,
-    _config,
-    _one_line_console_errors,
-    _project,
+    config_from,
     expected_errors,
+    one_line_console_errors,
+    project_dir,
 )
 
 ParamsOpt = Annotated[
@@ -54,17 +54,17 @@ def reproduce(
     from flows.reproduce import reproduce as reproduce_flow
     from tasks.reproduce import locate, require_iteration, require_run
 
-    cfg = _config(config, set_)
+    cfg = config_from(config, set_)
     # An unknown run, iteration, model or store is one line, before anything is created.
     uri = cfg.pipeline.mlflow_tracking_uri
-    run, i, _ = locate(target, _project(), cfg.pipeline.name, cfg.pipeline.data_dir, uri)
-    require_run(_project(), run, cfg.pipeline.data_dir)
-    require_iteration(_project(), run, i, cfg.pipeline.data_dir)
-    _one_line_console_errors()
+    run, i, _ = locate(target, project_dir(), cfg.pipeline.name, cfg.pipeline.data_dir, uri)
+    require_run(project_dir(), run, cfg.pipeline.data_dir)
+    require_iteration(project_dir(), run, i, cfg.pipeline.data_dir)
+    one_line_console_errors()
     with prefect_api(cfg.pipeline.prefect_api_url):
         reproduction = reproduce_flow(
             target,
-            str(_project()),
+            str(project_dir()),
             cfg.pipeline.name,
             cfg.pipeline.mlflow_tracking_uri,
             cfg.pipeline.dvc_remote,
@@ -124,9 +124,9 @@ def push(
     from tasks.reproduce import require_run
     from tasks.versioning import RUN_BRANCH_PREFIX, push_run
 
-    cfg = _config(config, set_)
+    cfg = config_from(config, set_)
     run = run_name or cfg.pipeline.name
-    require_run(_project(), run, cfg.pipeline.data_dir)
-    files, refs = push_run(_project(), run, remote)
+    require_run(project_dir(), run, cfg.pipeline.data_dir)
+    files, refs = push_run(project_dir(), run, remote)
     typer.echo(f"dvc: {files} files pushed to the run's DVC remote")
     typer.echo(f"git: {RUN_BRANCH_PREFIX}{run} and {len(refs) - 1} iteration tags on {remote}")

@@ -1,0 +1,199 @@
+"""The commands that play games and rate them: ``tabula gtp`` (an engine for GUIs and other
+engines), ``selfplay``, ``match``, ``gate`` and ``elo``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from cli.common import ConfigOpt, SetOpt, config_from, expected_errors, project_dir
+from tabula.errors import UsageError
+from tasks.run.layout import RunLayout
+
+#: The network options of ``tabula gtp``.
+ThreadsOpt = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="torch threads for the network (0: torch's default, one per core). One"
+        " thread is the cheapest per move at the batch sizes one game makes, and engines"
+        " side by side do not compete for cores (python -m bench.genmove).",
+    ),
+]
+LeavesOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Leaves of the game's search evaluated in one network batch (default: 16"
+        " for the Gumbel search from 400 simulations up, else search.leaves_per_game)."
+        " More is cheaper per simulation; at 400 simulations 16 also played stronger"
+        " than 4, at 64 no better (python -m bench.genmove).",
+    ),
+]
+PrecisionOpt = Annotated[
+    str,
+    typer.Option(
+        help="The network's precision: fastest (bf16 or fp32, whichever this machine"
+        " runs faster at the search's batch, measured at start), auto (bf16 where the CPU"
+        " has it natively), fp32 or bf16.",
+    ),
+]
+
+
+@expected_errors
+def gtp(
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model", "--player", help="'random', a checkpoint path or models:/NAME@ALIAS."
+        ),
+    ] = "random",
+    simulations: Annotated[int | None, typer.Option(help="MCTS simulations per move.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for the player's randomness.")] = 0,
+    threads: ThreadsOpt = 1,
+    leaves: LeavesOpt = None,
+    precision: PrecisionOpt = "fastest",
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Speak GTP version 2 on stdin/stdout (for GoGui, Sabaki, GnuGo matches)."""
+    from tabula.gtp import serve
+    from tasks.players import make_player
+
+    cfg = config_from(config, set_)
+    if precision not in ("fastest", "auto", "fp32", "bf16"):
+        raise UsageError(f"--precision {precision!r}: use fastest, auto, fp32 or bf16")
+    if threads and model != "random":
+        from model.evaluator import set_threads
+
+        set_threads(threads)
+    gtp_player = make_player(
+        model, cfg, simulations=simulations, seed=seed, resolver=model_resolver(cfg),
+        precision=precision, leaves_per_move=leaves,
+    )  # fmt: skip
+    serve(gtp_player, sys.stdin, sys.stdout, size=cfg.rules.board_size, komi=cfg.rules.komi)
+
+
+@expected_errors
+def selfplay(
+    out: Annotated[Path, typer.Option(help="Folder for the shards and sample SGFs.")],
+    model: Annotated[str, typer.Option(help="'random' or a checkpoint path.")] = "random",
+    games: Annotated[int | None, typer.Option(help="Games (default: selfplay.games).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the games.")] = 0,
+    iteration: Annotated[int, typer.Option(help="Iteration number stored in the shards.")] = 0,
+    worker: Annotated[int, typer.Option(help="Worker number stored in the shards.")] = 0,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Play self-play games with one network and write Parquet shards (progress bar)."""
+    from cli.report import selfplay_progress
+    from tasks.selfplay import run_worker
+
+    cfg = config_from(config, set_)
+    total = games or cfg.selfplay.games
+    with selfplay_progress(total) as progress:
+        result = run_worker(
+            cfg,
+            model,
+            out,
+            games=total,
+            seed=seed,
+            iteration=iteration,
+            worker=worker,
+            progress=progress,
+        )
+    typer.echo(
+        f"wrote {len(result.shards)} shard(s), {result.positions} positions from {result.games} "
+        f"games to {out} ({result.positions_per_s:.0f} positions/s, "
+        f"{result.simulations_per_s:.0f} simulations/s)"
+    )
+
+
+@expected_errors
+def match(
+    black: Annotated[str, typer.Option(help="Player spec: random, PATH, raw:PATH, gtp:CMD ...")],
+    white: Annotated[str, typer.Option(help="Player spec of the other side.")],
+    games: Annotated[int, typer.Option(help="Games to play (colours alternate).")] = 2,
+    sgf_dir: Annotated[Path | None, typer.Option(help="Write every game here as SGF.")] = None,
+    store: Annotated[
+        Path | None, typer.Option(help="Results store (default: data/<run>/results).")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Match seed.")] = 0,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Play a match; print the result table and append the games to the results store."""
+    from cli.report import match_table
+    from tasks.match import MatchSpec, run_match
+
+    cfg = config_from(config, set_)
+    store = store or _run_results(cfg)
+    spec = MatchSpec((black, white), games, seed=seed, sgf_dir=sgf_dir, store=store)
+    result = run_match(spec, cfg)
+    match_table(result)
+
+
+@expected_errors
+def gate(
+    candidate: Annotated[str, typer.Option(help="Candidate player spec (a checkpoint).")],
+    best: Annotated[str, typer.Option(help="Current best player spec.")],
+    out: Annotated[Path, typer.Option(help="Folder for the evidence and SGFs.")],
+    seed: Annotated[int, typer.Option(help="Match seed.")] = 0,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Gate a candidate against the best: promoted or not, with the evidence."""
+    from tasks.match import MatchSpec, run_gate
+
+    cfg = config_from(config, set_)
+    spec = MatchSpec((candidate, best), cfg.evaluation.gating_games, seed=seed, sgf_dir=out / "sgf")
+    decision = run_gate(spec, cfg, out)
+    verdict = "PROMOTED" if decision.promoted else "not promoted"
+    typer.echo(
+        f"{verdict} ({decision.reason}): {decision.wins}-{decision.losses} in {decision.games} "
+        f"games, win rate {decision.win_rate:.1%} [{decision.low:.1%}, {decision.high:.1%}]"
+    )
+
+
+@expected_errors
+def elo(
+    store: Annotated[
+        Path | None, typer.Option(help="Results store (default: data/<run>/results).")
+    ] = None,
+    anchor: Annotated[str, typer.Option(help="Player fixed at --anchor-elo.")] = "random",
+    anchor_elo: Annotated[float, typer.Option(help="Rating of the anchor.")] = 0.0,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Print Elo ratings with 95% intervals over every recorded game."""
+    from cli.report import elo_table
+    from tasks.run.results import ratings_table
+
+    cfg = config_from(config, set_)
+    store = store or _run_results(cfg)
+    if not Path(store).exists():
+        raise UsageError(f"{store}: no results store yet (play a match first)")
+    elo_table(ratings_table(store, anchor=anchor, anchor_elo=anchor_elo))
+
+
+def model_resolver(cfg: Any) -> Callable[[str], Path]:
+    """models:/NAME@ALIAS → a local checkpoint, downloaded from the run's MLflow store."""
+
+    def resolve(uri: str) -> Path:
+        import tempfile
+
+        from tasks.tracking import resolve_model
+
+        dst = Path(tempfile.mkdtemp(prefix="tabula-model-"))
+        return resolve_model(uri, cfg.pipeline.mlflow_tracking_uri, project_dir(), dst)[0]
+
+    return resolve
+
+
+def _run_results(cfg: Any) -> Path:
+    """The results store of the configured run (`RunLayout.results`)."""
+    return RunLayout(project_dir(), cfg.pipeline.data_dir, cfg.pipeline.name).results
