@@ -7,7 +7,8 @@ benchmarks call them. Side effects live here (the arena in `tabula.arena` is pur
 
 - every game is written as SGF (``<match_id>-<game>.sgf``, temporary name then rename), the
   record of `tabula.sgf.match_record` (the result in RE, "B+F" for a win by forfeit, "Void"
-  for an abort, and for games that did not end by score the reason as the root comment);
+  for an abort, and for games that did not end by score the reason as the root comment), with
+  no date, so a match played again writes the same bytes whatever the day;
 - each finished game is appended to the results store (`tasks.run.results`) at once, so a crash
   loses at most the games in progress and ``tabula elo`` sees every finished game;
 - a gate writes its evidence as JSON (``gate.json``): the decision of `tabula.gating.Gate`
@@ -135,11 +136,15 @@ class MatchResult:
 
 
 def write_sgf(outcome: GameOutcome, sgf_dir: Path, match_id: str) -> Path:
-    """Save one game as ``<sgf_dir>/<match_id>-<index>.sgf`` (atomically); returns the path."""
-    extra = {
-        "GN": f"{match_id} game {outcome.index}",
-        "DT": datetime.now(UTC).date().isoformat(),
-    }
+    """Save one game as ``<sgf_dir>/<match_id>-<index>.sgf`` (atomically); returns the path.
+
+    The bytes depend on the game and the match id only: no date (DT), see the comment below.
+    """
+    # No DT: the gate's and the anchors' SGFs are the evaluate stage's output, which DVC
+    # hashes, and a date taken from the clock made a stage resumed or repeated after midnight
+    # hash differently (issue 40). DT is optional in FF[4]; an ad-hoc `tabula match` still
+    # carries its UTC time in its match id (`default_match_id`), hence in GN and the file name.
+    extra = {"GN": f"{match_id} game {outcome.index}"}
     path = sgf_dir / f"{match_id}-{outcome.index:04d}.sgf"
     write_bytes(path, game_to_sgf(match_record(outcome), extra=extra))
     return path
