@@ -129,6 +129,8 @@ def retrain(
         rebuilt = train.fn(
             cfg, layout, spec, None, None, threads=record.trained.threads, model_dir=model_dir
         )
+    except versioning.LockFileError:
+        raise  # a lock that does not read is the user's to restore, not a verdict on the weights
     except TabulaError as refused:  # a corrupt shard is named and never trained on
         return Reproduction(
             layout.run, i, recorded, "", [f"training refused its inputs: {refused}"]

@@ -54,6 +54,40 @@ class VersioningError(TabulaError):
     """DVC or git refused an operation; the message names it."""
 
 
+class LockFileError(VersioningError):
+    """An iteration's ``dvc.lock`` (or another DVC file) that is not YAML or not of the shape
+    DVC writes; the one line names the file and the ``git checkout`` that restores it.
+
+    Nothing is changed: the file is left as it is for the user to restore (the run branch holds
+    it as each finished iteration recorded it), and the command can then be run again."""
+
+
+def _corrupt_file(project: Path, path: Path | str, why: str) -> LockFileError:
+    """The error for the DVC file ``path`` (absolute, or relative to ``project``): ``why`` it
+    cannot be read, and how to restore it from the run branch when it is a run's."""
+    rel = Path(os.path.relpath(project / path, project))
+    in_run = rel.parent.name.startswith("iter-") and len(rel.parts) >= 3
+    branch = f"{RUN_BRANCH_PREFIX}{rel.parent.parent.name} " if in_run else ""
+    return LockFileError(
+        f"{rel}: corrupt DVC file ({why}); restore it with `git checkout {branch}-- {rel}` "
+        "and run the command again"
+    )
+
+
+def _corrupt_dvc_file(project: Path, error: Exception) -> LockFileError | None:
+    """The one-line error for DVC's own verdict on a file it could not read, else None."""
+    from dvc.utils.serialize import YAMLFileCorruptedError
+    from dvc.utils.strictyaml import YAMLValidationError
+
+    if isinstance(error, YAMLFileCorruptedError):
+        why = "not YAML"
+    elif isinstance(error, YAMLValidationError):
+        why = "not the shape DVC writes"
+    else:
+        return None
+    return _corrupt_file(project, str(getattr(error, "path", "") or "dvc.lock"), why)
+
+
 def _git(project: Path, *args: str, env: dict[str, str] | None = None) -> str:
     proc = subprocess.run(
         ["git", *args], cwd=project, capture_output=True, text=True, env=env, check=False
@@ -96,11 +130,18 @@ def _repo(project: Path) -> Iterator[Any]:
     DVC resolves relative targets against the working directory, not the repo root; stages
     run one at a time in a pipeline, so the brief ``chdir`` does not race with other work.
     """
+    from dvc.exceptions import DvcException
     from dvc.repo import Repo
 
     _quiet()
     with chdir(project), Repo(str(project)) as repo:
-        yield repo
+        try:
+            yield repo
+        except DvcException as error:
+            corrupt = _corrupt_dvc_file(project, error)
+            if corrupt is None:
+                raise
+            raise corrupt from error
 
 
 def ensure_repo(project: Path, remote: str) -> None:
@@ -159,7 +200,7 @@ def commit_stage(project: Path, stage_file: Path, stage: str, push: bool = True)
 
 def stage_outs(project: Path, stage_file: Path, stage: str) -> dict[str, str]:
     """The output hashes recorded for ``stage`` in the ``dvc.lock`` beside ``stage_file``."""
-    lock = _read_lock(stage_file).get(stage, {})
+    lock = read_lock(project, stage_file).get(stage, {})
     base = stage_file.parent.resolve().relative_to(project.resolve())
     return {str(base / out["path"]): out["md5"] for out in lock.get("outs", [])}
 
@@ -184,17 +225,46 @@ def dir_hash(path: Path) -> str:
 
 def stage_deps(project: Path, stage_file: Path, stage: str) -> dict[str, str]:
     """The dependency hashes recorded for ``stage`` (paths relative to the project)."""
-    lock = _read_lock(stage_file).get(stage, {})
+    lock = read_lock(project, stage_file).get(stage, {})
     base = stage_file.parent.resolve()
     root = project.resolve()
     return {os.path.relpath(base / dep["path"], root): dep["md5"] for dep in lock.get("deps", [])}
 
 
-def _read_lock(stage_file: Path) -> dict[str, Any]:
-    lock_path = stage_file.with_name("dvc.lock")
+def read_lock(project: Path, stage_file: Path) -> dict[str, dict[str, Any]]:
+    """The stages recorded in the ``dvc.lock`` beside ``stage_file``: ``{stage: {"deps": [...],
+    "outs": [...], ...}}``, each entry a mapping with a ``path`` and an ``md5``; {} when there
+    is no lock yet. A lock that is not YAML or not of that shape (truncated, overwritten) is a
+    `LockFileError` naming it."""
+    return _read_lock_file(project, stage_file.with_name("dvc.lock"))
+
+
+def _read_lock_file(project: Path, lock_path: Path) -> dict[str, dict[str, Any]]:
     if not lock_path.exists():
         return {}
-    return (yaml.safe_load(lock_path.read_text()) or {}).get("stages", {})
+    try:
+        data = yaml.safe_load(lock_path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise _corrupt_file(project, lock_path, "not YAML") from error
+    stages = data.get("stages", {}) if isinstance(data, dict) else None
+    if not isinstance(stages, dict) or not all(_lock_stage(s) for s in stages.values()):
+        raise _corrupt_file(project, lock_path, "not the shape DVC writes")
+    return stages
+
+
+def _lock_stage(stage: object) -> bool:
+    """Whether a lock's stage entry has DVC's shape: lists of {path, md5} for deps and outs."""
+    if not isinstance(stage, dict):
+        return False
+    lists = [stage.get(key) or [] for key in ("deps", "outs")]
+    return all(
+        isinstance(entries, list)
+        and all(
+            isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("md5"), str)
+            for e in entries
+        )
+        for entries in lists
+    )
 
 
 def status(project: Path, targets: Sequence[str] | None = None) -> dict[str, Any]:
@@ -235,6 +305,8 @@ def pull(project: Path, targets: Sequence[str]) -> None:
         try:
             repo.pull(targets=list(targets), force=True)
         except DvcException as error:
+            if (corrupt := _corrupt_dvc_file(project, error)) is not None:
+                raise corrupt from error
             raise VersioningError(
                 f"dvc pull from {url or 'the default remote'} failed for {', '.join(targets)}: "
                 f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
@@ -258,6 +330,8 @@ def push_run(project: Path, run: str, git_remote: str) -> tuple[int, list[str]]:
         try:
             pushed = repo.push(targets=targets)
         except DvcException as error:
+            if (corrupt := _corrupt_dvc_file(project, error)) is not None:
+                raise corrupt from error
             raise VersioningError(
                 f"dvc push to {_remote_url(repo) or 'the default remote'} failed: "
                 f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
@@ -285,8 +359,9 @@ def record_on_run_branch(
     tree is the checked-out one plus ``paths``, which the working tree already holds, so the
     user's edits stay as they were, staged or not, and ``git status`` lists none of the run's
     files. The branch the run started from is never moved. A run resumed from another branch
-    records on its run branch and leaves HEAD where it is. Returns the new commit, or None
-    when ``project`` is not a git repository.
+    records on its run branch and leaves HEAD where it is. A ``dvc.lock`` among ``paths`` that
+    does not read (`read_lock`) is a `LockFileError` and nothing is recorded. Returns the new
+    commit, or None when ``project`` is not a git repository.
     """
     if not is_git_repo(project):
         return None
@@ -297,6 +372,9 @@ def record_on_run_branch(
     parent = previous or _rev(project, "HEAD^{commit}")  # first record: on the code commit
     rel = [str(Path(p).resolve().relative_to(project.resolve())) for p in paths]
     rel = [p for p in rel if (project / p).exists()]
+    for lock in (p for p in rel if Path(p).name == "dvc.lock"):
+        # A corrupt lock is never recorded: the branch keeps the last good copy to restore.
+        _read_lock_file(project, project / lock)
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, **_GIT_IDENTITY, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
         _git(project, "read-tree", *([parent] if parent else ["--empty"]), env=env)

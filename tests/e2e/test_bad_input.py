@@ -1,6 +1,6 @@
 """Bad input at the edges: malformed params, GTP junk, checkpoints carrying a pickle payload, a
-tracking store that cannot be reached or whose run of the name is another project's, and a Dask
-scheduler on another machine with no Prefect server named.
+tracking store that cannot be reached or whose run of the name is another project's, a Dask
+scheduler on another machine with no Prefect server named, and a corrupt ``dvc.lock``.
 
 Everything goes through the real entry points: the ``tabula`` command in a subprocess, the GTP
 engine's ``handle``, the checkpoint loader. Expected failures are one line on stderr, exit 2,
@@ -31,6 +31,7 @@ from model.shards import write_shard
 from tabula.errors import UsageError
 from tabula.gtp import GtpEngine, preprocess
 from tabula.players import RandomPlayer
+from tests import pipeline_runs
 from tests.conftest import TINY
 
 TABULA = str(Path(sys.executable).parent / "tabula")
@@ -503,3 +504,90 @@ def test_which_dask_schedulers_need_a_prefect_server(
                 require_api_for(url, address)
         else:
             require_api_for(url, address)
+
+
+# --- 8. a corrupt dvc.lock in a finished run: one line naming it and how to restore it --------
+
+RUN = pipeline_runs.RUN
+LOCK = f"data/{RUN}/iter-0001/dvc.lock"
+RESTORE = f"`git checkout tabula/runs/{RUN} -- {LOCK}`"
+# (id, what replaces the lock, why the line says it cannot be read)
+CORRUPT_LOCKS = [
+    ("truncated", lambda good: good[: good.index("'") + 2], "not YAML"),  # schema: '2
+    ("not-yaml", lambda good: "\x00\x01 {{{ not: [yaml\n", "not YAML"),
+    ("wrong-shape", lambda good: "- schema\n- stages\n", "shape"),
+    ("entry-shape", lambda good: good.replace("md5: ", "md5:\n        - ", 1), "shape"),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(prefect_server: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project holding one finished iteration of the TINY run (on its run branch)."""
+    project = empty_project(tmp_path_factory.mktemp("lock") / "project")
+    pipeline_runs.run(project, 1, prefect_server, extra=["evaluation.gating=false"])
+    return project
+
+
+def _corrupt_the_lock(project: Path, corrupt) -> tuple[bytes, bytes]:
+    """Replace iteration 1's lock with ``corrupt(good text)``; returns (good, bad) bytes."""
+    lock = project / LOCK
+    good = lock.read_bytes()
+    lock.chmod(0o644)
+    lock.write_text(corrupt(good.decode()))
+    return good, lock.read_bytes()
+
+
+def _restore_as_told(project: Path, line: str, good: bytes) -> None:
+    """The line names the lock and the git command that restores it; running it does."""
+    assert f"{LOCK}: corrupt DVC file" in line and RESTORE in line, line
+    recorded = subprocess.run(
+        ["git", "show", f"tabula/runs/{RUN}:{LOCK}"], cwd=project, capture_output=True, check=True
+    )
+    assert recorded.stdout == good  # the run branch kept the good copy: nothing lost
+    command = RESTORE.strip("`").split()
+    subprocess.run(command, cwd=project, check=True, capture_output=True)
+    assert (project / LOCK).read_bytes() == good
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "corrupt", "why"), CORRUPT_LOCKS, ids=[c[0] for c in CORRUPT_LOCKS]
+)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["reproduce", f"{RUN}/1"],
+        ["stage", "selfplay", "--params", f"data/{RUN}/params.yaml", "--iteration", "1"],
+        ["stage", "train", "--params", f"data/{RUN}/params.yaml", "--iteration", "1"],
+    ],
+    ids=["reproduce", "stage-selfplay", "stage-train"],
+)
+def test_a_corrupt_dvc_lock_is_one_line_exit_2_and_nothing_lost(
+    tiny_run: Path, prefect_server: str, command: list[str], name: str, corrupt, why: str
+) -> None:
+    good, bad = _corrupt_the_lock(tiny_run, corrupt)
+    before = sorted(p for p in (tiny_run / "data").rglob("*") if p.is_file())
+    proc = _tabula(command, tiny_run, env={"PREFECT_API_URL": prefect_server})
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = pipeline_runs.error_line(proc.stderr)  # the one line, and no traceback anywhere
+    assert why in line, line
+    assert (tiny_run / LOCK).read_bytes() == bad  # left as it was: nothing rewritten
+    assert sorted(p for p in (tiny_run / "data").rglob("*") if p.is_file()) == before
+    _restore_as_told(tiny_run, line, good)
+
+
+@pytest.mark.slow
+def test_a_resume_over_a_corrupt_dvc_lock_stops_in_one_line_and_goes_on_once_restored(
+    tiny_run: Path, prefect_server: str
+) -> None:
+    """Training iteration 2 checks its window (iteration 1's self-play) against iteration 1's
+    lock: corrupt, the resume stops there in one line; restored, it finishes."""
+    extra = ["evaluation.gating=false"]
+    good, _ = _corrupt_the_lock(tiny_run, CORRUPT_LOCKS[1][1])
+    weights = (tiny_run / f"data/{RUN}/iter-0001/model/model.pt").read_bytes()
+    stderr = pipeline_runs.run(tiny_run, 2, prefect_server, expect=2, extra=extra)
+    line = pipeline_runs.error_line(stderr)
+    assert (tiny_run / f"data/{RUN}/iter-0001/model/model.pt").read_bytes() == weights
+    _restore_as_told(tiny_run, line, good)
+    pipeline_runs.run(tiny_run, 2, prefect_server, extra=extra)
+    assert (tiny_run / f"data/{RUN}/iter-0002/state").is_dir()
