@@ -32,9 +32,9 @@ from bench.ladder import elo_gap, side_summary
 from bench.runs import add_run_arguments, champion_iteration, run_layout
 from bench.strength_games import play_match
 from model.checkpoint import load_checkpoint, save_checkpoint
-from model.datamodule import ShardDataModule
+from model.datamodule import ShardDataModule, load_window
 from model.files import write_json
-from model.network import PolicyValueNet, network_args
+from model.network import PolicyValueNet
 from tabula.config import load_config
 from tasks.match import MatchSpec
 from tasks.run.layout import RunLayout
@@ -54,7 +54,7 @@ def average_weights(nets: list[PolicyValueNet]) -> PolicyValueNet:
             mean[name] = torch.stack([s[name].float() for s in states]).mean(0).to(value.dtype)
         else:
             mean[name] = value.clone()
-    out = PolicyValueNet(**network_args(nets[-1].shape_config()))
+    out = PolicyValueNet(nets[-1].shape)
     out.load_state_dict(mean)
     return out.eval()
 
@@ -79,7 +79,8 @@ def refresh_batchnorm(net: PolicyValueNet, batches: list[torch.Tensor]) -> Polic
 
 def bn_batches(layout: RunLayout, iteration: int, board_size: int) -> list[torch.Tensor]:
     """``BN_BATCHES`` batches of planes from iteration ``iteration``'s self-play shards."""
-    dm = ShardDataModule([layout.selfplay(iteration)], board_size, BN_BATCH, BN_BATCHES, seed=0)
+    window = load_window([layout.selfplay(iteration)], board_size)
+    dm = ShardDataModule(window, BN_BATCH, BN_BATCHES, seed=0)
     return [batch[0] for batch in dm.train_dataloader()]
 
 

@@ -43,8 +43,7 @@ from bench.runs import add_run_arguments, champion_iteration, run_layout
 from model.checkpoint import load_checkpoint
 from model.datamodule import PositionWindow, load_window
 from model.files import write_json
-from model.network import network_args
-from model.system import AlphaZeroSystem
+from model.system import AlphaZeroSystem, Objective
 from tabula.config import load_config
 from tabula.config.models import Config
 from tasks.run.layout import RunLayout
@@ -73,13 +72,13 @@ def fit_at(layout: RunLayout, cfg: Config, i: int, positions: int) -> dict[str, 
     self-play: each loss term, and the number of positions and games each was measured on."""
     net, metadata = load_checkpoint(layout.model(i), expect_board_size=cfg.rules.board_size)
     t = cfg.training
-    system = AlphaZeroSystem(
-        **network_args(net.shape_config()),
+    objective = Objective(
         ownership_weight=t.ownership_weight,
         score_weight=t.score_weight,
         fast_row_weight=t.fast_row_weight,
         weight_decay=t.weight_decay,
     )
+    system = AlphaZeroSystem(net.shape, objective)
     system.net.load_state_dict(net.state_dict())
     size, aux = cfg.rules.board_size, cfg.network.aux_heads
     # value_target_mix 0: the value scored against z alone

@@ -229,11 +229,13 @@ def _play(cfg: Any, out: str, games: int, seed: int, worker: int) -> dict[str, A
     """Runs in a Dask worker: one single-threaded self-play worker."""
     import torch
 
+    from tabula.plan import WorkerSpec
     from tasks.selfplay import run_worker
 
     torch.set_num_threads(1)
     cpu = time.process_time()
-    result = run_worker(cfg, "random", out, games=games, seed=seed, worker=worker)
+    spec = WorkerSpec(0, worker, "random", games, seed, out, cfg.selfplay.v_resign)
+    result = run_worker(cfg, spec, Path(out))
     return {
         "positions": result.positions,
         "seconds": result.seconds,

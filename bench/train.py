@@ -45,10 +45,16 @@ from rich.console import Console
 from rich.table import Table
 from torch.utils.data import DataLoader
 
-from model.datamodule import ShardDataModule, synthetic_records
-from model.network import PolicyValueNet
+from model.datamodule import ShardDataModule, load_window, synthetic_records
+from model.network import NetworkShape, PolicyValueNet
 from model.shards import write_shard
-from model.system import LOG_EVERY_N_STEPS, AlphaZeroSystem, alphago_zero_loss, lr_at
+from model.system import (
+    LOG_EVERY_N_STEPS,
+    AlphaZeroSystem,
+    Objective,
+    alphago_zero_loss,
+    lr_at,
+)
 
 HIDDEN = 256
 SCHEDULE = ([570, 860], [1e-2, 1e-3, 1e-4])  # the quick-start preset
@@ -75,7 +81,7 @@ def _sync(device: str) -> None:
 
 def _net(shape: Shape) -> PolicyValueNet:
     torch.manual_seed(0)  # channels_last as AlphaZeroSystem does by default
-    net = PolicyValueNet(shape.board, shape.blocks, shape.filters, HIDDEN)
+    net = PolicyValueNet(NetworkShape(shape.board, shape.blocks, shape.filters, HIDDEN))
     return net.to(shape.device, memory_format=torch.channels_last)
 
 
@@ -158,14 +164,13 @@ def paired_loops(
     step; Lightning is configured as ``tasks.train`` configures it."""
     torch.manual_seed(0)
     system = AlphaZeroSystem(
-        shape.board,
-        shape.blocks,
-        shape.filters,
-        HIDDEN,
-        lr_boundaries=SCHEDULE[0],
-        lr_values=SCHEDULE[1],
-        momentum=MOMENTUM,
-        weight_decay=C,
+        NetworkShape(shape.board, shape.blocks, shape.filters, HIDDEN),
+        Objective(
+            lr_boundaries=tuple(SCHEDULE[0]),
+            lr_values=tuple(SCHEDULE[1]),
+            momentum=MOMENTUM,
+            weight_decay=C,
+        ),
         log_every_n_steps=LOG_EVERY_N_STEPS,
     )
     paired = _Paired(hand_steps(batches, bf16, shape), shape.device)
@@ -200,9 +205,7 @@ def data_path(dm: ShardDataModule) -> list[float]:
 def _data(tmp: Path, board: int, batch: int, steps: int) -> ShardDataModule:
     for w in range(4):  # 4 shards x 100 games x 60 positions: 24k positions
         write_shard(tmp / f"worker-{w}.parquet", synthetic_records(board, 100, 60, seed=w))
-    dm = ShardDataModule([tmp], board, batch, steps, seed=0)
-    dm.setup("fit")
-    return dm
+    return ShardDataModule(load_window([tmp], board), batch, steps, seed=0)
 
 
 def _device_name(device: str) -> str:

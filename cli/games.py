@@ -91,21 +91,14 @@ def selfplay(
 ) -> None:
     """Play self-play games with one network and write Parquet shards (progress bar)."""
     from cli.report import selfplay_progress
+    from tabula.plan import WorkerSpec
     from tasks.selfplay import run_worker
 
     cfg = config_from(config, set_)
     total = games or cfg.selfplay.games
+    spec = WorkerSpec(iteration, worker, model, total, seed, str(out), cfg.selfplay.v_resign)
     with selfplay_progress(total) as progress:
-        result = run_worker(
-            cfg,
-            model,
-            out,
-            games=total,
-            seed=seed,
-            iteration=iteration,
-            worker=worker,
-            progress=progress,
-        )
+        result = run_worker(cfg, spec, out, progress)
     typer.echo(
         f"wrote {len(result.shards)} shard(s), {result.positions} positions from {result.games} "
         f"games to {out} ({result.positions_per_s:.0f} positions/s, "

@@ -33,20 +33,15 @@ def train(
 ) -> None:
     """Run one training stage on a window of self-play shards, as the pipeline's: steps sized
     to the data and games held out when the config says so."""
+    from tabula.plan import RunState, next_iteration, train_spec
     from tasks.train import train_stage
 
     cfg = config_from(config, set_)
-    t = cfg.training
-    result = train_stage(
-        cfg,
-        data,
-        out,
-        init=init,
-        steps=steps or t.steps,
-        seed=seed,
-        samples_per_row=t.samples_per_row if steps is None else None,
-        holdout_games=t.holdout_games,
-    )
+    # Planned as the first iteration of a run of pipeline.iterations, as the pipeline would.
+    planned = next_iteration(cfg.training, RunState.first(cfg.pipeline.iterations))
+    window = [str(d) for d in data]
+    spec = train_spec(cfg, window, seed=seed, lr_boundaries=planned.lr_boundaries, steps=steps)
+    result = train_stage(cfg, spec, out, init=init)
     held = "" if result.val_loss is None else f", on held-out games {result.val_loss:.4f}"
     typer.echo(
         f"wrote {result.model} ({result.steps} steps to global step {result.global_step}, "

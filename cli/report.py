@@ -85,7 +85,8 @@ def cpu_split(rows: list[SummaryRow]) -> str | None:
 
 def budget_note(layout: RunLayout) -> str | None:
     """One line on a budgeted run: what it may spend and has spent (None without a budget)."""
-    from tasks.run.budget import read_budget, spent_fraction
+    from tabula.plan import spent_fraction
+    from tasks.run.budget import read_budget
     from tasks.run.cputime import CORE_HOUR
 
     budget = read_budget(layout)
@@ -99,7 +100,7 @@ def budget_note(layout: RunLayout) -> str | None:
     if budget.hours is not None:
         limits.append(f"{wall / 3600:.2f} of {budget.hours:g} hours")
     done = len(budget.spent)
-    if spent_fraction(budget, cpu, wall) < 1.0:
+    if spent_fraction(budget.core_hours, budget.hours, cpu, wall) < 1.0:
         return f"budget: {', '.join(limits)} spent over {done} iteration(s)"
     return (
         f"budget spent: {', '.join(limits)} over {done} iteration(s); the run stopped at an"

@@ -16,13 +16,12 @@ from prefect.runtime import flow_run
 
 from tabula.config import Config, parse_config
 from tabula.ladder import anchor_label
-from tabula.plan import IterationPlan, derive_seed
+from tabula.plan import IterationPlan, NextIteration, derive_seed
 from tasks import runs as mlflow_runs
 from tasks.commits import dvc_commit, record_lineage
 from tasks.evaluate import anchor_match, anchors_to_play, elo_of, gate, ratings
 from tasks.lineage import checkpoint_tags
-from tasks.plan import plan as plan_task
-from tasks.plan import specs_of
+from tasks.planning import plan
 from tasks.promote import promote
 from tasks.run.cputime import Laps
 from tasks.run.layout import RunLayout
@@ -45,20 +44,15 @@ STAGE_RECORDS = {
 
 @resumable(Stage.SELFPLAY, SelfplayRecord)
 def run_selfplay(
-    cfg: Config,
-    layout: RunLayout,
-    plan: IterationPlan,
-    runs: list[str],
-    iterations: int,
-    laps: Laps,
+    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], laps: Laps
 ) -> SelfplayRecord:
+    """Play iteration ``plan.iteration``'s games as its worker specs say."""
     i = plan.iteration
-    workers, _ = specs_of(cfg, layout, plan, iterations)
-    futures = [selfplay_worker.submit(cfg, layout, spec) for spec in workers]
-    records = [f.result() for f in futures]
-    laps.lap(Stage.SELFPLAY.value)  # the games; what follows records them
+    with laps.lap(Stage.SELFPLAY.value):  # the games; what follows records them
+        futures = [selfplay_worker.submit(cfg, layout, spec) for spec in plan.workers]
+        records = [f.result() for f in futures]
     hashes = dvc_commit(layout, i, Stage.SELFPLAY.value)
-    v_resign = workers[0].v_resign if workers else None
+    v_resign = plan.workers[0].v_resign if plan.workers else None
     totals = calibrate(records, i, v_resign, cfg.selfplay.resign_false_positive_target, hashes)
     mlflow_runs.log_metrics(cfg, layout, runs, mlflow_runs.metrics_of(totals, "selfplay/"), step=i)
     mlflow_runs.log_datasets(cfg, layout, runs[0], hashes, context="selfplay")
@@ -67,18 +61,13 @@ def run_selfplay(
 
 @resumable(Stage.TRAIN, TrainRecord)
 def run_train(
-    cfg: Config,
-    layout: RunLayout,
-    plan: IterationPlan,
-    runs: list[str],
-    iterations: int,
-    laps: Laps,
+    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], laps: Laps
 ) -> TrainRecord:
-    """Train iteration ``plan.iteration`` as its spec says (`tasks.plan.specs_of`)."""
-    i = plan.iteration
-    _, spec = specs_of(cfg, layout, plan, iterations)
-    trained = train(cfg, layout, spec, runs[0], mlflow_runs.tracking_uri(cfg, layout))
-    laps.lap(Stage.TRAIN.value)  # the steps; what follows records them
+    """Train iteration ``plan.iteration`` as its spec says."""
+    i, spec = plan.iteration, plan.train
+    assert spec is not None  # (`tasks.planning.plan` gives every plan its specs)
+    with laps.lap(Stage.TRAIN.value):  # the steps; what follows records them
+        trained = train(cfg, layout, spec, runs[0], mlflow_runs.tracking_uri(cfg, layout))
     hashes = dvc_commit(layout, i, Stage.TRAIN.value)
     window = window_hashes(layout, spec.window)
     mlflow_runs.log_datasets(cfg, layout, runs[0], window, context="training")
@@ -92,15 +81,15 @@ def run_evaluate(
     cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], laps: Laps
 ) -> EvaluationRecord:
     i = plan.iteration
-    gated = gate(cfg, layout, i, plan.best, plan.gate_seed)
-    anchors, skipped = anchors_to_play(cfg, i)
-    matches = {
-        a: anchor_match(cfg, layout, i, a, derive_seed(plan.gate_seed, k + 1))
-        for k, a in enumerate(anchors)
-    }
-    laps.lap(Stage.EVALUATE.value)  # the games
-    table = ratings(cfg, layout, i)
-    laps.lap("ratings")  # the Elo fit over every game so far, and its curve
+    with laps.lap(Stage.EVALUATE.value):  # the games
+        gated = gate(cfg, layout, i, plan.best, plan.gate_seed)
+        anchors, skipped = anchors_to_play(cfg, i)
+        matches = {
+            a: anchor_match(cfg, layout, i, a, derive_seed(plan.gate_seed, k + 1))
+            for k, a in enumerate(anchors)
+        }
+    with laps.lap("ratings"):  # the Elo fit over every game so far, and its curve
+        table = ratings(cfg, layout, i)
     hashes = dvc_commit(layout, i, Stage.EVALUATE.value)
     result = EvaluationRecord(
         gate=gated,
@@ -155,47 +144,55 @@ def iteration(
     i: int,
     parent_run_id: str,
     tags: dict[str, str],
-    iterations: int | None = None,
+    planned: NextIteration,
 ) -> SummaryRow:
-    """Run (or resume) iteration ``i`` of ``run``, part of a run planned for ``iterations``
-    iterations (default: the config's; the rate schedule fits it); returns its summary row,
-    with the CPU-seconds of each stage."""
-    # CPU-seconds by stage: the games, the training steps, the matches, the ratings (the Elo
-    # fit and curve) and the promotion; everything else (the plan, DVC commits, MLflow, the
-    # lineage commit) is bookkeeping.
-    laps = Laps()
+    """Run (or resume) iteration ``i`` of ``run`` as ``planned`` (`tasks.planning.upcoming`:
+    the rate schedule fits the run it is planned for); returns its summary row, with the
+    CPU-seconds of each stage (`_stages`)."""
+    laps = Laps("bookkeeping")
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
-    planned = iterations or cfg.pipeline.iterations
-    plan = plan_task(cfg, layout, i, planned)
-    write_iteration_stages(layout, plan)
+    made = plan(cfg, layout, i, planned)
+    write_iteration_stages(layout, made)
     tags = {**tags, "prefect.flow_run_id": str(flow_run.id or "")}
     child = mlflow_runs.open_iteration_run(cfg, layout, i, parent_run_id, tags)
     runs = [child, parent_run_id]
     try:  # (from here on, a stop ends the child run FAILED or KILLED)
-        progress = IterationProgress(layout, i, child, mlflow_runs.run_link(cfg, layout, child))
-        found = {s for s, r in STAGE_RECORDS.items() if finished(layout, i, s, r) is not None}
-        laps.lap("bookkeeping")
-        selfplay = run_selfplay(cfg, layout, plan, runs, planned, laps)
-        laps.lap("bookkeeping")
-        progress.done(Stage.SELFPLAY, selfplay, Stage.SELFPLAY in found)
-        train = run_train(cfg, layout, plan, runs, planned, laps)
-        laps.lap("bookkeeping")
-        progress.done(Stage.TRAIN, train, Stage.TRAIN in found)
-        evaluation = run_evaluate(cfg, layout, plan, runs, laps)
-        laps.lap("bookkeeping")
-        progress.done(Stage.EVALUATE, evaluation, Stage.EVALUATE in found)
-        promotion = run_promote(cfg, layout, plan, evaluation, train, runs, tags)
-        laps.lap(Stage.PROMOTE.value)
-        progress.done(Stage.PROMOTE, promotion, Stage.PROMOTE in found)
-        record_lineage(layout, i, f"{run}: iteration {i} (code {tags.get('git_commit')})")
-        row = publish_summary(layout, i, selfplay, train, evaluation, promotion)
-        cpu = laps.rest("bookkeeping")
-        row = dataclasses.replace(row, stage_cpu_s=cpu)
+        row = _stages(cfg, layout, made, runs, tags, laps)
+        cpu = laps.totals()
         metrics = {f"cpu/{stage}_s": seconds for stage, seconds in cpu.items()}
         mlflow_runs.log_metrics(cfg, layout, runs[:1], metrics, step=i)
     except BaseException as error:  # the child run ends FAILED, or KILLED on an interrupt
         mlflow_runs.fail(cfg, layout, [child], error)
         raise
     mlflow_runs.finish(cfg, layout, child)
-    return row
+    return dataclasses.replace(row, stage_cpu_s=cpu)
+
+
+def _stages(
+    cfg: Config,
+    layout: RunLayout,
+    plan: IterationPlan,
+    runs: list[str],
+    tags: dict[str, str],
+    laps: Laps,
+) -> SummaryRow:
+    """The iteration's stages in order, each found or run, then its lineage commit and
+    summary. CPU-seconds by stage (``laps``): the games, the training steps, the matches, the
+    ratings (the Elo fit and curve) and the promotion; everything else (the plan, DVC commits,
+    MLflow, the lineage commit) is bookkeeping."""
+    i = plan.iteration
+    progress = IterationProgress(layout, i, runs[0], mlflow_runs.run_link(cfg, layout, runs[0]))
+    found = {s for s, r in STAGE_RECORDS.items() if finished(layout, i, s, r) is not None}
+    selfplay = run_selfplay(cfg, layout, plan, runs, laps)
+    progress.done(Stage.SELFPLAY, selfplay, Stage.SELFPLAY in found)
+    train = run_train(cfg, layout, plan, runs, laps)
+    progress.done(Stage.TRAIN, train, Stage.TRAIN in found)
+    evaluation = run_evaluate(cfg, layout, plan, runs, laps)
+    progress.done(Stage.EVALUATE, evaluation, Stage.EVALUATE in found)
+    with laps.lap(Stage.PROMOTE.value):
+        promotion = run_promote(cfg, layout, plan, evaluation, train, runs, tags)
+    progress.done(Stage.PROMOTE, promotion, Stage.PROMOTE in found)
+    message = f"{layout.run}: iteration {i} (code {tags.get('git_commit')})"
+    record_lineage(layout, i, message)
+    return publish_summary(layout, i, selfplay, train, evaluation, promotion)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import replace
+from itertools import count
 from pathlib import Path
 
 from prefect import flow
@@ -27,23 +28,13 @@ from tasks import runs as mlflow_runs
 from tasks import tracking, versioning
 from tasks.commits import dvc_commit
 from tasks.frozen_config import freeze_config
-from tasks.plan import init_model
+from tasks.planning import asked_iterations, init_model, upcoming
 from tasks.promote import set_champion
-from tasks.run.budget import (
-    Meter,
-    limited,
-    planned_iterations,
-    read_budget,
-    record_iteration,
-    set_limits,
-    spent_fraction,
-    spent_on,
-)
+from tasks.run.budget import charge, metered, read_budget, spent_on
 from tasks.run.cputime import process_tree_cpu_seconds
 from tasks.run.layout import RunLayout, RunLock
 from tasks.run.markers import champion, finished
 from tasks.run.records import (
-    Budget,
     EvaluationRecord,
     PromotionRecord,
     SelfplayRecord,
@@ -76,59 +67,55 @@ def pipeline(
     hours: float | None = None,
     cpu_start: float = 0.0,
 ) -> list[SummaryRow]:
-    """Run iterations 1..``iterations`` of ``run`` (finished ones are found, not redone), and
-    no new one once the run's budget is spent (`tasks.run.budget`: ``core_hours`` of CPU,
-    ``hours`` of wall time, None keeping the run's; ``iterations`` None: until the budget is
-    spent). This process's spending counts from ``cpu_start`` CPU-seconds of its tree."""
+    """Run iterations 1..``iterations`` of ``run`` (None: as many as the budget pays for, and
+    never a new one once it is spent: `tasks.planning.upcoming`, `tasks.run.budget.metered`)."""
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
-    ensure_repo(layout.project, cfg.pipeline.dvc_remote)
-    commit = code_commit()
-    tags = {
-        "git_commit": commit,
-        "prefect.pipeline_flow_run_id": str(flow_run.id or ""),
-        **tracking.source_tags(commit),
-    }
+    tags = _start(cfg, layout)
     parent = mlflow_runs.open_pipeline_run(cfg, layout, tags)
+    one = iteration.with_options(task_runner=_task_runner(cfg.selfplay.workers, dask_address))
+    meter = metered(layout, core_hours, hours, cpu_start)
+    rows: list[SummaryRow] = []
+    try:
+        for i in count(1):
+            planned = upcoming(cfg, layout, meter, i, iterations)
+            if not planned.go:
+                break  # the iterations asked for are done, or the budget is spent
+            row = closed_row(layout, i)
+            if row is None:
+                row = one(config_yaml, project, run, i, parent, tags, planned)
+                settle_heap()
+                row = charge(layout, meter, row)
+            rows.append(row)
+    except BaseException as error:  # the parent run ends FAILED, or KILLED on an interrupt,
+        mlflow_runs.fail(cfg, layout, [parent], error, and_running=True)  # a child's too
+        raise
+    mlflow_runs.finish(cfg, layout, parent)
+    return _closing(layout, rows)
+
+
+def _closing(layout: RunLayout, rows: list[SummaryRow]) -> list[SummaryRow]:
+    """The run's rows with the ratings of the last evaluation (the closing table)."""
+    final = finished(layout, len(rows), Stage.EVALUATE, EvaluationRecord) if rows else None
+    return with_final_ratings(rows, () if final is None else final.ratings, layout)
+
+
+def _start(cfg: Config, layout: RunLayout) -> dict[str, str]:
+    """The run's repository and iteration 0 (the random network, the first champion), made
+    once; returns the tags of its MLflow runs."""
+    ensure_repo(layout.project, cfg.pipeline.dvc_remote)
     init_seed = derive_seed(cfg.pipeline.seed, 0)
     write_init_stage(layout, init_seed)
     init_model(cfg, layout, init_seed)
     if champion(layout) is None:
         dvc_commit(layout, 0, Stage.INIT.value)
         set_champion(layout, 0, None)
-    runner = _task_runner(cfg.selfplay.workers, dask_address)
-    one = iteration.with_options(task_runner=runner)
-    budget = set_limits(layout, core_hours, hours)
-    last = budget.spent[-1] if budget.spent else None  # what the run's earlier processes spent
-    meter = Meter(cpu_start=cpu_start, base=last)
-    rows: list[SummaryRow] = []
-    try:
-        i = 1
-        while iterations is None or i <= iterations:
-            row = closed_row(layout, i, budget)
-            if row is None:
-                cpu, wall = meter.totals()
-                started = layout.marker(i, Stage.PLAN.marker_name()).exists()
-                if not started and spent_fraction(budget, cpu, wall) >= 1.0:
-                    break  # the budget is spent: stop at this clean boundary
-                planned = planned_iterations(budget, i - 1, iterations or cfg.pipeline.iterations)
-                planned = min(planned, iterations) if iterations is not None else planned
-                row = one(config_yaml, project, run, i, parent, tags, planned)
-                settle_heap()
-                recorded = spent_on(budget, i)
-                if recorded is None:
-                    cpu, wall = meter.totals()
-                    budget = record_iteration(layout, i, cpu, wall, row.stage_cpu_s)
-                else:  # a finished iteration's flow mended: it keeps what it spent, and the
-                    row = replace(row, stage_cpu_s=dict(recorded.stages))  # mend counts next
-            rows.append(row)
-            i += 1
-    except BaseException as error:  # the parent run ends FAILED, or KILLED on an interrupt,
-        mlflow_runs.fail(cfg, layout, [parent], error, and_running=True)  # a child's too
-        raise
-    mlflow_runs.finish(cfg, layout, parent)
-    final = finished(layout, len(rows), Stage.EVALUATE, EvaluationRecord) if rows else None
-    return with_final_ratings(rows, () if final is None else final.ratings, layout)
+    commit = code_commit()
+    return {
+        "git_commit": commit,
+        "prefect.pipeline_flow_run_id": str(flow_run.id or ""),
+        **tracking.source_tags(commit),
+    }
 
 
 def settle_heap() -> None:
@@ -147,7 +134,7 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-def closed_row(layout: RunLayout, i: int, budget: Budget | None = None) -> SummaryRow | None:
+def closed_row(layout: RunLayout, i: int) -> SummaryRow | None:
     """Iteration i's summary row from its records if its flow ran to the end before, else None.
 
     Iterations run one after another, and the next one's flow writes its stage file first: so
@@ -167,7 +154,7 @@ def closed_row(layout: RunLayout, i: int, budget: Budget | None = None) -> Summa
     if selfplay is None or train is None or evaluation is None or promotion is None:
         return None
     row = summary_row(i, selfplay, train, evaluation, promotion)
-    spent = spent_on(read_budget(layout) if budget is None else budget, i)
+    spent = spent_on(read_budget(layout), i)
     return row if spent is None else replace(row, stage_cpu_s=dict(spent.stages))
 
 
@@ -205,8 +192,7 @@ def run_pipeline(
         text = freeze_config(cfg, layout)
         if resumed:  # the runs a killed process left RUNNING say so
             mlflow_runs.mark_killed(cfg, layout)
-        budgeted = core_hours is not None or hours is not None or limited(read_budget(layout))
-        n = iterations if iterations is not None or budgeted else cfg.pipeline.iterations
+        n = asked_iterations(cfg, layout, iterations, core_hours, hours)
         with prefect_api(cfg.pipeline.prefect_api_url):
             return pipeline(
                 text,

@@ -1,6 +1,7 @@
 """The checkpoint file: a network's weights with what it was made from.
 
-Checkpoint file (``save_checkpoint`` / ``load_checkpoint``)::
+Checkpoint file (``save_checkpoint`` / ``load_checkpoint``; ``network`` is the net's
+`model.network.NetworkShape`)::
 
     {"format": "tabula-checkpoint", "format_version": 1,
      "network": {"board_size": N, "blocks": B, "filters": F, "value_hidden": H,
@@ -11,6 +12,10 @@ It is loaded with ``torch.load(weights_only=True)``, so a file carrying pickled 
 
 ``metadata`` is a `CheckpointLineage` written as plain data: every path in it is
 project-relative, so a clone in another folder or on another host rebuilds the same bytes.
+
+``read_initial`` reads what a training stage starts from: such a file, or the Lightning
+``.ckpt`` a previous stage saved (its ``hyper_parameters`` hold the network's shape, flat, as
+`model.system.AlphaZeroSystem` saves them, in files of every version).
 """
 
 from __future__ import annotations
@@ -26,12 +31,13 @@ import torch
 from torch import nn
 
 from model.files import atomic_file
-from model.network import SHAPE_KEYS, PolicyValueNet, network_args
+from model.network import NetworkShape, PolicyValueNet
 from tabula.errors import TabulaError, first_line
 
 CHECKPOINT_FORMAT = "tabula-checkpoint"
 CHECKPOINT_FORMAT_VERSION = 1
-#: A checkpoint's ``network`` entry: these ints always, these flags (as 1) only when set.
+#: The prefix of the network's weights in a Lightning checkpoint (`AlphaZeroSystem.net`).
+LIGHTNING_NET = "net."
 
 
 class CheckpointError(TabulaError, ValueError):
@@ -144,7 +150,7 @@ def save_checkpoint(
     payload = {
         "format": CHECKPOINT_FORMAT,
         "format_version": CHECKPOINT_FORMAT_VERSION,
-        "network": net.shape_config(),
+        "network": net.shape.to_entry(),
         "state_dict": {k: v.detach().to("cpu").contiguous() for k, v in net.state_dict().items()},
         "metadata": metadata,
     }
@@ -153,11 +159,12 @@ def save_checkpoint(
     return path
 
 
-def _read_payload(path: Path, map_location: str | torch.device) -> dict:
+def _load(path: Path, map_location: str | torch.device) -> Any:
+    """The unpickled file (tensors and plain values only), or one line saying why not."""
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint file not found")
     try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
+        return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         # torch's message is many lines of advice; keep the line naming the refused global.
         lines = [ln.strip() for ln in str(e).splitlines() if "WeightsUnpickler error" in ln]
@@ -168,14 +175,33 @@ def _read_payload(path: Path, map_location: str | torch.device) -> dict:
     except Exception as e:  # arbitrary bytes raise arbitrary errors in unpickling
         reason = first_line(e, with_type=True)
         raise CheckpointError(f"{path}: not a readable checkpoint ({reason})") from None
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+
+
+def _is_tabula(payload: Any) -> bool:
+    return isinstance(payload, dict) and payload.get("format") == CHECKPOINT_FORMAT
+
+
+def _read_payload(path: Path, map_location: str | torch.device) -> dict:
+    payload = _load(path, map_location)
+    if not _is_tabula(payload):
         raise CheckpointError(f"{path}: not a tabula checkpoint (no format '{CHECKPOINT_FORMAT}')")
+    _check_version(path, payload)
+    return payload
+
+
+def _check_version(path: Path, payload: dict) -> None:
     if payload.get("format_version") != CHECKPOINT_FORMAT_VERSION:
         raise CheckpointError(
             f"{path}: checkpoint format_version {payload.get('format_version')!r} is not "
             f"{CHECKPOINT_FORMAT_VERSION}"
         )
-    return payload
+
+
+def _shape(path: Path, entry: Any) -> NetworkShape:
+    try:
+        return NetworkShape.from_entry(entry if isinstance(entry, dict) else {})
+    except ValueError as e:
+        raise CheckpointError(f"{path}: bad network shape in checkpoint ({e})") from None
 
 
 def load_checkpoint(
@@ -191,27 +217,76 @@ def load_checkpoint(
     """
     path = Path(path)
     payload = _read_payload(path, map_location)
-    cfg = payload.get("network")
-    if not isinstance(cfg, dict) or any(not isinstance(cfg.get(k), int) for k in SHAPE_KEYS):
-        raise CheckpointError(f"{path}: checkpoint 'network' entry must give ints for {SHAPE_KEYS}")
-    if expect_board_size is not None and cfg["board_size"] != expect_board_size:
+    shape = _shape(path, payload.get("network"))
+    if expect_board_size is not None and shape.board_size != expect_board_size:
         raise CheckpointError(
-            f"{path}: checkpoint is for a {cfg['board_size']}x{cfg['board_size']} board, "
+            f"{path}: checkpoint is for a {shape.board_size}x{shape.board_size} board, "
             f"expected {expect_board_size}x{expect_board_size}"
         )
-    try:
-        net = PolicyValueNet(**network_args(cfg))
-    except ValueError as e:
-        raise CheckpointError(f"{path}: bad network shape in checkpoint ({e})") from None
-    state = payload.get("state_dict")
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{path}: checkpoint has no state_dict")
-    _check_state_dict(path, net, state)
-    net.load_state_dict(state)
+    net = _loaded(path, shape, payload.get("state_dict"))
     net.to(map_location)
     net.eval()
     metadata = payload.get("metadata")
     return net, metadata if isinstance(metadata, dict) else {}
+
+
+def _loaded(path: Path, shape: NetworkShape, state: Any) -> PolicyValueNet:
+    """A network of ``shape`` holding ``state``, or one line naming the first mismatch."""
+    net = PolicyValueNet(shape)
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: checkpoint has no state_dict")
+    _check_state_dict(path, net, state)
+    net.load_state_dict(state)
+    return net
+
+
+@dataclass(frozen=True)
+class InitialNetwork:
+    """What a training stage starts from (`read_initial`).
+
+    net: the network with the file's weights (train mode, on the CPU).
+    step_offset: the run's optimizer steps before the trainer's own global step counts: an
+        exported model's recorded ``global_step``; a Lightning checkpoint's own offset (its
+        trainer restores the global step from the file).
+    resume_epochs: for a Lightning checkpoint, the epochs its trainer finished (the trainer
+        resumes its weights, momentum buffers and loop state from the file and runs one more);
+        None for an exported model, whose weights alone carry on (its lineage's
+        ``global_step`` is the step offset).
+    """
+
+    net: PolicyValueNet
+    step_offset: int
+    resume_epochs: int | None
+
+
+def read_initial(path: str | os.PathLike[str], shape: NetworkShape) -> InitialNetwork:
+    """Read the checkpoint a training stage of a ``shape`` network starts from: a Lightning
+    ``.ckpt`` or an exported model (``save_checkpoint``).
+
+    Raises ``CheckpointError`` (one line naming the file) when it is missing or unreadable,
+    neither kind, or records another shape than ``shape``.
+    """
+    path = Path(path)
+    payload = _load(path, "cpu")
+    if isinstance(payload, dict) and "pytorch-lightning_version" in payload:
+        hparams = payload.get("hyper_parameters") or {}
+        weights = payload.get("state_dict") or {}
+        state = {k.removeprefix(LIGHTNING_NET): v for k, v in weights.items()}
+        offset, epochs = int(hparams.get("step_offset", 0)), payload.get("epoch", 0)
+    elif _is_tabula(payload):
+        _check_version(path, payload)
+        hparams, state = payload.get("network"), payload.get("state_dict")
+        metadata = payload.get("metadata") if isinstance(payload.get("metadata"), dict) else {}
+        offset, epochs = int(metadata.get("global_step") or 0), None
+    else:
+        raise CheckpointError(f"{path}: neither a Lightning .ckpt nor a tabula model checkpoint")
+    got = _shape(path, hparams)
+    if got != shape:
+        raise CheckpointError(
+            f"{path}: network {got.to_dict()} does not match the config's {shape.to_dict()}"
+        )
+    net = _loaded(path, shape, state)
+    return InitialNetwork(net, offset, None if epochs is None else int(epochs))
 
 
 def _check_state_dict(path: Path, net: nn.Module, state: dict) -> None:

@@ -15,8 +15,8 @@ before all three, as a window of their own to measure the trained network on.
 Games are ordered by (iteration, the shard's place in the expanded list, first row in the shard):
 within an iteration a later shard counts as more recent. A game is (shard, game_id).
 
-Every listed shard is fully validated (``model.shards.validate_shard``) in ``setup``, before the
-first step: a corrupt, truncated or foreign file raises ``ShardError`` naming it.
+Every listed shard is fully validated (``model.shards.validate_shard``) by ``load_window``,
+before the first step: a corrupt, truncated or foreign file raises ``ShardError`` naming it.
 
 Memory: positions stay as they are on disk, planes bit-packed (ceil(17*M/8) bytes, 173 on 9x9)
 plus pi (4*(M+1) bytes) and z; only the rows of a batch are unpacked.
@@ -461,57 +461,31 @@ class WindowDataset(Dataset):
 
 
 class ShardDataModule(pl.LightningDataModule):
-    """The training window of a list of shards, as ``steps`` batches of ``batch_size``.
+    """A loaded window (`load_window`) as ``steps`` batches of ``batch_size``, one epoch.
 
-    ``setup`` validates every shard and loads the window (once; later calls reuse it).
+    The window is chosen, and the steps sized to it, before the DataModule exists, so that
+    every shard is validated and the stage's length known before anything else happens.
     Batches: ``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` and, when some
-    positions are not policy targets, ``full bool[B]`` (`PositionWindow.batch`). With
-    ``holdout_games`` the window's ``held_out`` games are never in a batch.
+    positions are not policy targets, ``full bool[B]`` (`PositionWindow.batch`); the window's
+    ``held_out`` games are never in a batch.
     """
 
     def __init__(
         self,
-        shards: Sequence[str | Path],
-        board_size: int,
+        window: PositionWindow,
         batch_size: int,
         steps: int,
         seed: int,
         *,
-        window_games: int | None = None,
-        window_iterations: int | None = None,
         augment: bool = True,
         num_workers: int = 0,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        value_target_mix: float = 0.0,
-        aux: bool = False,
-        holdout_games: int = 0,
     ) -> None:
         super().__init__()
-        self.shards = [Path(s) for s in shards]
-        self.board_size = board_size
+        self.window = window
         self.batch_size, self.steps, self.seed = batch_size, steps, seed
-        self.window_games, self.window_iterations = window_games, window_iterations
-        self.augment, self.num_workers, self.max_bytes = augment, num_workers, max_bytes
-        self.value_target_mix, self.aux = value_target_mix, aux
-        self.holdout_games = holdout_games
-        self.window: PositionWindow | None = None
-
-    def setup(self, stage: str | None = None) -> None:
-        if self.window is None:
-            self.window = load_window(
-                self.shards,
-                self.board_size,
-                window_games=self.window_games,
-                window_iterations=self.window_iterations,
-                max_bytes=self.max_bytes,
-                value_target_mix=self.value_target_mix,
-                aux=self.aux,
-                holdout_games=self.holdout_games,
-            )
+        self.augment, self.num_workers = augment, num_workers
 
     def train_dataloader(self) -> DataLoader:
-        self.setup("fit")
-        assert self.window is not None
         sampler = WindowSampler(
             len(self.window), self.batch_size, self.steps, self.seed, self.augment
         )

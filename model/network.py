@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,8 +33,66 @@ from tabula.config import Config
 from tabula.features import NUM_PLANES
 from tabula.go.coords import MAX_SIZE, MIN_SIZE
 
+#: A checkpoint's ``network`` entry: these ints always, these flags (as 1) only when set.
 SHAPE_KEYS = ("board_size", "blocks", "filters", "value_hidden")
 FLAG_KEYS = ("aux", "global_pooling")
+
+
+@dataclass(frozen=True)
+class NetworkShape:
+    """The shape of a `PolicyValueNet`: what its constructor takes, its checkpoint's
+    ``network`` entry records and a Lightning checkpoint's hyper-parameters hold.
+
+    board_size: N, in [MIN_SIZE, MAX_SIZE]; blocks: residual blocks B >= 0; filters: F >= 1;
+    value_hidden: the value head's hidden units (paper 256), >= 1; aux: the ownership and score
+    heads (KataGo); global_pooling: every second block a `GlobalPoolingBlock` (KataGo).
+    Raises ValueError for a shape no network has.
+    """
+
+    board_size: int
+    blocks: int
+    filters: int
+    value_hidden: int = 256
+    aux: bool = False
+    global_pooling: bool = False
+
+    def __post_init__(self) -> None:
+        if not MIN_SIZE <= self.board_size <= MAX_SIZE:
+            raise ValueError(f"board_size must be in {MIN_SIZE}..{MAX_SIZE}, got {self.board_size}")
+        if self.blocks < 0 or self.filters < 1 or self.value_hidden < 1:
+            raise ValueError(
+                f"need blocks >= 0, filters >= 1, value_hidden >= 1; got {self.blocks}, "
+                f"{self.filters}, {self.value_hidden}"
+            )
+
+    @classmethod
+    def of(cls, cfg: Config) -> NetworkShape:
+        """The shape ``cfg`` asks for: its board size and ``network`` section."""
+        n = cfg.network
+        return cls(cfg.rules.board_size, n.blocks, n.filters, n.value_hidden, n.aux_heads,
+                   n.global_pooling)  # fmt: skip
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any]) -> NetworkShape:
+        """The shape a checkpoint's ``network`` entry (or a Lightning checkpoint's
+        hyper-parameters) records: each shape key an int, each flag False where absent
+        (written without it, or before it existed). ValueError for a missing or bad key."""
+        bad = [k for k in SHAPE_KEYS if type(entry.get(k)) is not int]
+        if bad:
+            raise ValueError(f"the network entry must give ints for {SHAPE_KEYS} (not {bad})")
+        board_size, blocks, filters, value_hidden = (int(entry[k]) for k in SHAPE_KEYS)
+        aux, pooling = (bool(entry.get(k, 0)) for k in FLAG_KEYS)
+        return cls(board_size, blocks, filters, value_hidden, aux, pooling)
+
+    def to_entry(self) -> dict[str, int]:
+        """The checkpoint's ``network`` entry: the flags only when set, so that checkpoints
+        without them read as before."""
+        shape = {k: getattr(self, k) for k in SHAPE_KEYS}
+        return shape | {k: 1 for k in FLAG_KEYS if getattr(self, k)}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, flags as bools (a Lightning checkpoint's hyper-parameters, messages)."""
+        return {k: getattr(self, k) for k in (*SHAPE_KEYS, *FLAG_KEYS)}
 
 
 class ResidualBlock(nn.Module):
@@ -81,31 +140,22 @@ class PolicyValueNet(nn.Module):
     ``forward(x)`` takes ``x: float[B, 17, N, N]`` (the planes of ``tabula.features``) and
     returns ``(logits: float[B, N*N + 1], value: float[B])``. Logits are unnormalised (apply
     softmax for p; index N*N is pass); value is tanh-squashed, in [-1, 1], from the side to move.
+    Its `NetworkShape` is ``shape``.
 
-    ``global_pooling``: every second residual block is a `GlobalPoolingBlock` (KataGo).
+    ``shape.global_pooling``: every second residual block is a `GlobalPoolingBlock` (KataGo).
 
-    ``aux``: two auxiliary heads for training (KataGo, Wu 2019, "Accelerating Self-Play Learning
-    in Go", section 4.1), which play and export never use: ``forward_aux`` adds the final
+    ``shape.aux``: two auxiliary heads for training (KataGo, Wu 2019, "Accelerating Self-Play
+    Learning in Go", section 4.1), which play and export never use: ``forward_aux`` adds the final
     ownership of each point (a 1x1 convolution of the tower, tanh: +1 the side to move's) and
     the final score margin divided by N*N (linear on the value head's hidden layer).
     """
 
-    def __init__(
-        self,
-        board_size: int,
-        blocks: int,
-        filters: int,
-        value_hidden: int = 256,
-        aux: bool = False,
-        global_pooling: bool = False,
-    ) -> None:
+    def __init__(self, shape: NetworkShape) -> None:
         super().__init__()
-        _check_shape_args(board_size, blocks, filters, value_hidden)
+        self.shape = shape
+        board_size, blocks, filters = shape.board_size, shape.blocks, shape.filters
+        value_hidden, global_pooling = shape.value_hidden, shape.global_pooling
         self.board_size = board_size
-        self.blocks = blocks
-        self.filters = filters
-        self.value_hidden = value_hidden
-        self.global_pooling = global_pooling
         m = board_size * board_size
         self.stem = nn.Sequential(
             nn.Conv2d(NUM_PLANES, filters, 3, padding=1, bias=False),
@@ -127,8 +177,8 @@ class PolicyValueNet(nn.Module):
         )
         self.value_fc1 = nn.Linear(m, value_hidden)
         self.value_fc2 = nn.Linear(value_hidden, 1)
-        self.aux = aux
-        if aux:  # made last, so the other weights are those of the same seed without them
+        self.aux = shape.aux
+        if shape.aux:  # made last, so the other weights are those of the same seed without them
             self.ownership_conv = nn.Conv2d(filters, 1, 1)
             self.score_fc = nn.Linear(value_hidden, 1)
 
@@ -151,29 +201,6 @@ class PolicyValueNet(nn.Module):
         ownership = torch.tanh(self.ownership_conv(h)).flatten(1)
         return logits, value, ownership, self.score_fc(v).squeeze(1)
 
-    def shape_config(self) -> dict[str, int]:
-        """The constructor arguments, as stored in a checkpoint's ``network`` entry (the flags
-        only when set, so that checkpoints without them read as before)."""
-        shape = {k: getattr(self, k) for k in SHAPE_KEYS}
-        return shape | {k: 1 for k in FLAG_KEYS if getattr(self, k)}
-
-
-def network_args(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """The `PolicyValueNet` arguments that a checkpoint's ``network`` entry (or a Lightning
-    checkpoint's hyper-parameters) records: each shape key as given (None where missing), each
-    flag False where absent (checkpoints written without it, or before it existed)."""
-    return {k: entry.get(k) for k in SHAPE_KEYS} | {k: bool(entry.get(k, 0)) for k in FLAG_KEYS}
-
-
-def _check_shape_args(board_size: int, blocks: int, filters: int, value_hidden: int) -> None:
-    if not MIN_SIZE <= board_size <= MAX_SIZE:
-        raise ValueError(f"board_size must be in {MIN_SIZE}..{MAX_SIZE}, got {board_size}")
-    if blocks < 0 or filters < 1 or value_hidden < 1:
-        raise ValueError(
-            f"need blocks >= 0, filters >= 1, value_hidden >= 1; got {blocks}, {filters}, "
-            f"{value_hidden}"
-        )
-
 
 def make_network(
     board_size: int,
@@ -188,22 +215,21 @@ def make_network(
 
     The global torch RNG is left untouched: initialisation runs inside a forked RNG state.
     """
+    shape = NetworkShape(board_size, blocks, filters, value_hidden, aux, global_pooling)
+    return seeded_network(shape, seed)
+
+
+def seeded_network(shape: NetworkShape, seed: int) -> PolicyValueNet:
+    """A network of ``shape`` whose weights depend only on ``seed``, initialised inside a
+    forked RNG state (the global torch RNG is left untouched)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return PolicyValueNet(board_size, blocks, filters, value_hidden, aux, global_pooling)
-
-
-def config_network_args(cfg: Config) -> dict[str, Any]:
-    """The `PolicyValueNet` arguments of ``cfg``: its board size and ``network`` section."""
-    n = cfg.network
-    return {"board_size": cfg.rules.board_size, "blocks": n.blocks, "filters": n.filters,
-            "value_hidden": n.value_hidden, "aux": n.aux_heads,
-            "global_pooling": n.global_pooling}  # fmt: skip
+        return PolicyValueNet(shape)
 
 
 def network_for(cfg: Config, seed: int) -> PolicyValueNet:
     """``make_network`` with the board size and the ``network`` section of ``cfg``."""
-    return make_network(seed=seed, **config_network_args(cfg))
+    return seeded_network(NetworkShape.of(cfg), seed)
 
 
 def weights_sha256(net_or_state_dict: nn.Module | Mapping[str, torch.Tensor]) -> str:

@@ -37,12 +37,14 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 
-from model.network import PolicyValueNet
+from model.network import NetworkShape, PolicyValueNet
+from tabula.config import Config
 
 #: Order of the loss terms in the running sums and in ``final_losses`` (then the aux terms).
 #: Steps between logged metrics, as ``tasks.train`` and ``bench.train`` run Lightning.
@@ -129,37 +131,75 @@ def auxiliary_loss(
     return (cross * weight).sum() / rows, ((score.float() - target) ** 2 * weight).sum() / rows
 
 
+@dataclass(frozen=True)
+class Objective:
+    """What a training stage minimises and how (module docstring).
+
+    ownership_weight, score_weight: the auxiliary terms' weights (with ``aux``).
+    fast_row_weight: the value (and auxiliary) weight of a fast search's row, 1 a full one's.
+    lr_boundaries: global steps where the rate drops, increasing; lr_values: the rates, one
+        more than the boundaries (`lr_at`). momentum: SGD's; weight_decay: c of the L2 term.
+    """
+
+    ownership_weight: float = 1.5
+    score_weight: float = 1.0
+    fast_row_weight: float = 1.0
+    lr_boundaries: tuple[int, ...] = (400_000, 600_000)
+    lr_values: tuple[float, ...] = (1e-2, 1e-3, 1e-4)
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+
+    @classmethod
+    def of(cls, cfg: Config, lr_boundaries: Sequence[int]) -> Objective:
+        """The ``training`` section's objective with the rate dropping at ``lr_boundaries``."""
+        t = cfg.training
+        return cls(
+            t.ownership_weight,
+            t.score_weight,
+            t.fast_row_weight,
+            tuple(int(b) for b in lr_boundaries),
+            tuple(t.lr_values),
+            t.momentum,
+            t.weight_decay,
+        )
+
+
 class AlphaZeroSystem(pl.LightningModule):
-    """Trains ``self.net`` (a ``PolicyValueNet``) on (planes, pi, z) batches.
+    """Trains ``self.net`` (a ``PolicyValueNet`` of ``shape``) on (planes, pi, z) batches,
+    minimising ``objective``.
 
     ``forward(x)`` is inference: ``float[B, 17, N, N] -> (logits [B, M+1], value [B])``.
     After ``fit``, ``final_losses`` holds the mean loss terms over the last logging window.
+
+    step_offset: the run's optimizer steps before this trainer's first (`run_step`).
+    ``hparams`` (saved in every ``.ckpt``) are plain values, flat: the shape's fields, the
+    objective's (lists for its tuples), ``step_offset``, ``log_every_n_steps`` and
+    ``channels_last``, the keys checkpoints of every version hold (`model.checkpoint`).
     """
 
     def __init__(
         self,
-        board_size: int,
-        blocks: int,
-        filters: int,
-        value_hidden: int = 256,
-        aux: bool = False,
-        global_pooling: bool = False,
-        ownership_weight: float = 1.5,
-        score_weight: float = 1.0,
-        fast_row_weight: float = 1.0,
-        lr_boundaries: Sequence[int] = (400_000, 600_000),
-        lr_values: Sequence[float] = (1e-2, 1e-3, 1e-4),
-        momentum: float = 0.9,
-        weight_decay: float = 1e-4,
+        shape: NetworkShape,
+        objective: Objective = Objective(),  # noqa: B008 - frozen, shared safely
+        *,
         step_offset: int = 0,
         log_every_n_steps: int = 50,
         channels_last: bool = True,
     ) -> None:
         super().__init__()
-        lr_at(0, lr_boundaries, lr_values)  # validates the schedule's shape early
-        self.save_hyperparameters()
-        self.net = PolicyValueNet(board_size, blocks, filters, value_hidden, aux, global_pooling)
-        self.loss_names = LOSS_NAMES + (AUX_LOSS_NAMES if aux else ())
+        lr_at(0, objective.lr_boundaries, objective.lr_values)  # validates the schedule early
+        plain = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(objective).items()}
+        self.save_hyperparameters(
+            {
+                **shape.to_dict(),
+                **plain,
+                "step_offset": step_offset,
+                "log_every_n_steps": log_every_n_steps,
+                "channels_last": channels_last,
+            }
+        )
+        self.net = PolicyValueNet(shape)
+        self.loss_names = LOSS_NAMES + (AUX_LOSS_NAMES if shape.aux else ())
         if channels_last:
             # NHWC convolutions train ~1.35x faster on CPU (9x9 4x32, batch 256, measured for
             # bench/train.py); state dicts and weights_sha256 see the same values either way.

@@ -1,7 +1,10 @@
 """What an iteration is made from: its champion, parent checkpoint, training window and seeds,
 and the inputs of its stages as typed specs (one per self-play worker, one for training).
 
-Pure: the pipeline's plan task (`tasks.plan.plan`) reads the champion, calls `plan_iteration`
+Also whether the next iteration runs, and over how many the rate schedule anneals
+(`next_iteration`: the budget's and the schedule's arithmetic, in one place).
+
+Pure: the pipeline's plan task (`tasks.planning.plan`) reads the champion, calls `plan_iteration`
 and `stage_specs`, and writes the plan once, so that a promotion later in the run never changes
 what an earlier iteration was made from. The flow runs the specs; reproduction replays the same
 specs, never a second derivation of them.
@@ -11,12 +14,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tabula.config import Config
+from tabula.config import Config, TrainingConfig
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,9 @@ class WorkerSpec:
 
     iteration: the iteration it plays for (part of its games' seed sequence).
     worker: w, in [0, selfplay.workers).
-    champion: project-relative path of the checkpoint that plays every move of its games.
+    champion: project-relative path of the checkpoint that plays every move of its games
+        (`tasks.selfplay.run_worker` takes a path as it is, or "random": a network
+        initialised from the seed).
     games: how many games it plays (`worker_games`).
     seed: 32-bit seed of its games (``derive_seed(selfplay_seed, w)``).
     folder: project-relative folder it writes (``iter-NNNN/selfplay/worker-WW``).
@@ -71,6 +76,13 @@ class TrainSpec:
     samples_per_row: float | None = None
     holdout_games: int = 0
 
+    def steps_on(self, latest: int, batch_size: int) -> int:
+        """The steps the stage trains on a window whose newest iteration holds ``latest``
+        rows: `sized_steps` with ``samples_per_row``, else ``steps``."""
+        if self.samples_per_row is None:
+            return self.steps
+        return sized_steps(latest, self.samples_per_row, batch_size)
+
 
 @dataclass(frozen=True)
 class IterationPlan:
@@ -82,7 +94,7 @@ class IterationPlan:
     window: self-play directories (project-relative) training samples from, oldest first.
     selfplay_seed, train_seed, gate_seed: 32-bit seeds of the iteration's stages.
     workers, train: the stages' inputs (`stage_specs`); empty and None in plans written before
-    they were recorded, whose specs `tasks.plan.specs_of` derives as those runs did.
+    they were recorded, whose specs `tasks.planning.upgraded` derives as those runs did.
     """
 
     iteration: int
@@ -195,18 +207,50 @@ def stage_specs(
         )
         for w, n in enumerate(games)
     )
-    train = TrainSpec(
-        iteration=plan.iteration,
-        window=plan.window,
-        parent=plan.parent,
+    train = train_spec(
+        cfg,
+        plan.window,
         seed=plan.train_seed,
-        steps=cfg.training.steps,
-        lr_boundaries=tuple(lr_boundaries),
+        lr_boundaries=lr_boundaries,
+        iteration=plan.iteration,
+        parent=plan.parent,
         bf16=bf16,
-        samples_per_row=cfg.training.samples_per_row,
-        holdout_games=cfg.training.holdout_games,
     )
     return replace(plan, workers=workers, train=train)
+
+
+def train_spec(
+    cfg: Config,
+    window: Sequence[str],
+    *,
+    seed: int,
+    lr_boundaries: Sequence[int],
+    steps: int | None = None,
+    iteration: int = 0,
+    parent: int = 0,
+    bf16: bool | None = None,
+) -> TrainSpec:
+    """The inputs of a training stage on ``window`` as ``cfg``'s ``training`` section asks:
+    the pipeline's (`stage_specs`) and ``tabula train``'s, so that a training switch is added
+    here and nowhere else.
+
+    steps: train exactly that many (None: ``training.steps``, or sized to the window's newest
+    rows when ``training.samples_per_row`` is set). iteration, parent: the run's iteration and
+    the one it continues from (0 outside a run). bf16: None resolves the precision on the
+    machine when the stage starts.
+    """
+    t = cfg.training
+    return TrainSpec(
+        iteration=iteration,
+        window=tuple(window),
+        parent=parent,
+        seed=seed,
+        steps=t.steps if steps is None else steps,
+        lr_boundaries=tuple(int(b) for b in lr_boundaries),
+        bf16=bf16,
+        samples_per_row=t.samples_per_row if steps is None else None,
+        holdout_games=t.holdout_games,
+    )
 
 
 def sized_steps(rows: int, samples_per_row: float, batch_size: int) -> int:
@@ -217,19 +261,146 @@ def sized_steps(rows: int, samples_per_row: float, batch_size: int) -> int:
     return max(1, math.ceil(rows * samples_per_row / batch_size))
 
 
-def planned_steps(
-    cfg: Config, iteration: int, iterations: int, trained: int, last: int | None
-) -> int:
-    """The steps a run planned for ``iterations`` iterations is expected to train in all, when
-    iteration ``iteration`` starts with ``trained`` global steps done and the previous
-    iteration trained ``last`` (None: none has). Fixed steps: ``iterations x
-    training.steps``; sized to the data (``training.samples_per_row``), each iteration left
-    is expected to train as many as the last one did (``training.steps`` before any has), so
-    the schedule is re-estimated as the games change length."""
-    if cfg.training.samples_per_row is None:
-        return iterations * cfg.training.steps
-    left = max(iterations - iteration + 1, 1)
-    return trained + left * (cfg.training.steps if last is None else last)
+#: Iterations whose mean cost estimates the next ones' (recent costs, as a run's grow).
+RECENT = 5
+#: Seconds in an hour, and CPU-seconds in a core-hour.
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What a run had spent, over all its processes, when ``iteration`` finished: ``cpu_s``
+    CPU-seconds and ``wall_s`` wall seconds (cumulative, as ``budget.json`` records them)."""
+
+    iteration: int
+    cpu_s: float
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What is known when iteration ``iteration`` is about to start: plain numbers
+    (`next_iteration`).
+
+    asked: the iterations asked for (None: as many as the budget pays for).
+    default: the run's count without a budget (``pipeline.iterations``), the estimate before
+        any iteration of a budgeted run finished.
+    core_hours, hours: the budget's CPU and wall limits (None: none).
+    cpu_s, wall_s: what the run has spent so far. spent: each finished iteration's `Spend`,
+        oldest first. started: the iteration began before (its plan is written): it runs to its
+        end, spent or not, so that a run stops only at a clean iteration boundary.
+    trained: the run's global steps so far; last_steps: the steps the previous iteration
+        trained (None: none has).
+    """
+
+    iteration: int
+    asked: int | None
+    default: int
+    core_hours: float | None = None
+    hours: float | None = None
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+    spent: tuple[Spend, ...] = ()
+    started: bool = False
+    trained: int = 0
+    last_steps: int | None = None
+
+    @classmethod
+    def first(cls, iterations: int) -> RunState:
+        """Before the first iteration of a run of ``iterations`` iterations, without a budget:
+        how a training stage outside a run (``tabula train``) plans its schedule."""
+        return cls(iteration=1, asked=iterations, default=iterations)
+
+
+@dataclass(frozen=True)
+class NextIteration:
+    """Whether the next iteration runs, and for what run it is planned.
+
+    go: False when the iterations asked for are done or the budget is spent (and the
+        iteration has not begun).
+    iterations: how many the run is planned for: those asked, or what the budget is expected
+        to pay for, the fewer; the rate schedule anneals over them.
+    lr_boundaries: the global steps where the rate drops in such a run.
+    """
+
+    go: bool
+    iterations: int
+    lr_boundaries: tuple[int, ...]
+
+
+def next_iteration(training: TrainingConfig, state: RunState) -> NextIteration:
+    """Stop or go for ``state.iteration``, the iterations the run is planned for and the rate
+    schedule's drops: the one place an iteration's budget and schedule are worked out.
+
+    Planned iterations: those done, plus what is left of the budget divided by the mean cost
+    of the last `RECENT` finished ones, at least one more (``asked``, else ``default``, before
+    any finished; the count asked without a budget); never more than asked. Schedule:
+    ``training.lr_boundaries`` (``lr_schedule: steps``), or ``lr_fractions`` of the steps the
+    planned run trains in all: ``iterations x training.steps``, or with steps sized to the data
+    (``samples_per_row``) the steps trained so far plus as many as the last iteration trained
+    (``training.steps`` before any) for each iteration left, so that the schedule is
+    re-estimated as the games change length.
+    """
+    planned = _planned_iterations(state)
+    if state.asked is not None:
+        planned = min(planned, state.asked)
+    spent = state.iteration > state.asked if state.asked is not None else False
+    if not state.started and _spent_fraction(state) >= 1.0:
+        spent = True
+    if training.samples_per_row is None:
+        total = planned * training.steps
+    else:
+        last = training.steps if state.last_steps is None else state.last_steps
+        total = state.trained + max(planned - state.iteration + 1, 1) * last
+    return NextIteration(not spent, planned, _boundaries(training, total))
+
+
+def spent_fraction(
+    core_hours: float | None, hours: float | None, cpu_s: float, wall_s: float
+) -> float:
+    """The larger of the CPU and wall fractions of a budget spent (0 without limits)."""
+    parts = [0.0]
+    if core_hours is not None:
+        parts.append(cpu_s / (core_hours * HOUR))
+    if hours is not None:
+        parts.append(wall_s / (hours * HOUR))
+    return max(parts)
+
+
+def _spent_fraction(state: RunState) -> float:
+    return spent_fraction(state.core_hours, state.hours, state.cpu_s, state.wall_s)
+
+
+def _planned_iterations(state: RunState) -> int:
+    prior, done = state.asked or state.default, state.iteration - 1
+    if state.core_hours is None and state.hours is None:
+        return prior
+    spent = [s for s in state.spent if s.iteration <= done]
+    if not spent:
+        return max(prior, done + 1)
+    last, left = spent[-1], [math.inf]
+    if state.core_hours is not None:
+        left.append((state.core_hours * HOUR - last.cpu_s) / _mean_cost(spent, "cpu_s"))
+    if state.hours is not None:
+        left.append((state.hours * HOUR - last.wall_s) / _mean_cost(spent, "wall_s"))
+    return done + max(1, math.ceil(min(left)))
+
+
+def _mean_cost(spent: list[Spend], what: str) -> float:
+    """Mean cost of the last `RECENT` iterations in ``spent`` (cumulative records)."""
+    points = [(0, 0.0), *((s.iteration, float(getattr(s, what))) for s in spent)]
+    (i0, v0), (i1, v1) = points[max(0, len(points) - 1 - RECENT)], points[-1]
+    return max((v1 - v0) / max(1, i1 - i0), 1e-9)
+
+
+def _boundaries(training: TrainingConfig, total: int) -> tuple[int, ...]:
+    """The global steps where the rate drops in a run of ``total`` steps."""
+    if training.lr_schedule == "steps":
+        return tuple(training.lr_boundaries)
+    out: list[int] = []
+    for f in training.lr_fractions:  # rounded, kept >= 1 and strictly increasing
+        out.append(max(round(f * total), out[-1] + 1 if out else 1))
+    return tuple(out)
 
 
 def torch_threads(processes: int = 1, cores: int | None = None) -> int:

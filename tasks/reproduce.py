@@ -13,9 +13,9 @@ from pathlib import Path
 from model.evaluator import set_threads
 from tabula.config import Config, parse_config
 from tabula.errors import TabulaError, UsageError
-from tabula.plan import IterationPlan, torch_threads
+from tabula.plan import torch_threads
 from tasks import tracking, versioning
-from tasks.plan import specs_of
+from tasks.planning import read_plan
 from tasks.run.layout import RunLayout
 from tasks.run.markers import finished, finished_iterations
 from tasks.run.records import SelfplayRecord, Stage, TrainRecord
@@ -119,15 +119,14 @@ def retrain(
     and global step with the recorded ones (``recorded``: a sha256 that overrides the
     record's, as a model version's tag)."""
     record = finished(layout, i, Stage.TRAIN, TrainRecord)
-    plan = finished(layout, i, Stage.PLAN, IterationPlan)
-    if record is None or plan is None:
+    plan = read_plan(cfg, layout, i)
+    if record is None or plan is None or plan.train is None:
         raise UsageError(f"{layout.rel(layout.marker(i, Stage.TRAIN.marker_name()))}: missing")
     result = record.trained.result
     recorded = recorded or result.weights_sha256
-    _, spec = specs_of(cfg, layout, plan)
     try:
         rebuilt = train.fn(
-            cfg, layout, spec, None, None, threads=record.trained.threads, model_dir=model_dir
+            cfg, layout, plan.train, None, None, threads=record.trained.threads, model_dir=model_dir
         )
     except versioning.LockFileError:
         raise  # a lock that does not read is the user's to restore, not a verdict on the weights
@@ -196,19 +195,18 @@ def redo_selfplay_stage(cfg: Config, layout: RunLayout, i: int) -> list[str]:
 
     On a match ``selfplay/`` is left as it is when it holds the same files, byte for byte, and
     replaced by the replay when it is missing or differs; on a mismatch nothing is written."""
-    plan = finished(layout, i, Stage.PLAN, IterationPlan)
+    plan = read_plan(cfg, layout, i)
     record = finished(layout, i, Stage.SELFPLAY, SelfplayRecord)
     if plan is None or record is None:
         raise UsageError(f"run {layout.run!r} has no finished self-play in iteration {i}")
     target = layout.selfplay(i)
     recorded = versioning.stage_outs(layout.project, layout.stage_file(i), "selfplay")
     expected = recorded.get(layout.rel(target), "")
-    workers, _ = specs_of(cfg, layout, plan)
     scratch = Path(tempfile.mkdtemp(prefix=".rebuild-", dir=layout.iteration(i)))
     try:
         rebuilt = scratch / target.name
         set_threads(torch_threads(cfg.selfplay.workers))
-        for spec in workers:
+        for spec in plan.workers:
             folder = layout.project / spec.folder
             play_spec(cfg, layout.project, spec, out=rebuilt / folder.relative_to(target))
         replayed = versioning.dir_hash(rebuilt)

@@ -84,18 +84,16 @@ def game_rng(seed: int, iteration: int, worker: int) -> np.random.Generator:
 
 def run_worker(
     cfg: Config,
-    model: str | os.PathLike[str] | None,
-    out_dir: str | os.PathLike[str],
-    *,
-    games: int,
-    seed: int,
-    iteration: int = 0,
-    worker: int = 0,
+    spec: WorkerSpec,
+    out: Path,
     progress: Callable[[WorkerProgress], None] | None = None,
+    *,
     overlap: bool = False,
     rows_per_shard: int | None = None,
 ) -> WorkerResult:
-    """Play ``games`` self-play games and write them under ``out_dir`` (module docstring).
+    """Play ``spec``'s games and write them under ``out`` (module docstring): its champion (a
+    checkpoint path, or "random"), games, seed, iteration, worker and resignation threshold;
+    ``progress`` after every game.
 
     overlap: evaluate half the games while the search works on the other half (see
     `tabula.selfplay`; off by default: tree, rules and loop cost ~5% of the network time here,
@@ -104,10 +102,12 @@ def run_worker(
 
     Raises CheckpointError for a bad model file; UsageError (a ValueError) for games < 1.
     """
+    games, seed, iteration, worker = spec.games, spec.seed, spec.iteration, spec.worker
     if games < 1:
         raise UsageError(f"games must be >= 1 (got {games})")
-    out = Path(out_dir)
-    net, model_id = load_model(cfg, model, seed)
+    out = Path(out)
+    cfg = with_v_resign(cfg, spec.v_resign)
+    net, model_id = load_model(cfg, spec.champion, seed)
     evaluate = Evaluator(net, device=cfg.pipeline.device)
     params = SelfPlayParams.from_config(cfg)
     if rows_per_shard is None:
@@ -227,18 +227,11 @@ def play_spec(
     out: Path | None = None,
     progress: Callable[[WorkerProgress], None] | None = None,
 ) -> WorkerResult:
-    """Play a worker spec's games (`run_worker`) into ``out`` (default: its own folder):
-    what the pipeline runs and what reproduction replays into a scratch folder."""
-    return run_worker(
-        with_v_resign(cfg, spec.v_resign),
-        project / spec.champion,
-        out or project / spec.folder,
-        games=spec.games,
-        seed=spec.seed,
-        iteration=spec.iteration,
-        worker=spec.worker,
-        progress=progress,
-    )
+    """Play a worker spec's games (`run_worker`, its champion and folder project-relative)
+    into ``out`` (default: its own folder): what the pipeline runs and what reproduction
+    replays into a scratch folder."""
+    champion = dataclasses.replace(spec, champion=str(project / spec.champion))
+    return run_worker(cfg, champion, out or project / spec.folder, progress)
 
 
 @task(

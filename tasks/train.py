@@ -1,23 +1,25 @@
 """The training stage: continue the latest network on the current data window, export it;
 its Prefect task checks the window against its recorded hashes first.
 
-``train_stage`` is a plain function (its Prefect task below and ``tabula train``
-call it). It
+``train_stage`` is a plain function (its Prefect task below and ``tabula train`` call it) that
+trains one `tabula.plan.TrainSpec`, built for both by `tabula.plan.train_spec`. It
 
-1. validates every shard of the window (a bad one fails with its name before any step),
-2. starts from ``init``: a Lightning ``.ckpt`` (weights, momentum buffers, global step: the
-   paper's training continues from the latest parameters whatever the gate decided), an exported
-   model (weights only; the schedule resumes at its recorded ``global_step``), or nothing (a
-   fresh network from ``seed``),
-3. runs ``steps`` SGD steps (or, with ``samples_per_row``, as many as the window's newest
-   rows call for: `tabula.plan.sized_steps`) as one Lightning epoch (so the saved ``.ckpt`` is
-   an end-of-epoch checkpoint and the next stage starts a clean epoch on its own window),
+1. loads the spec's window (`model.datamodule.load_window`: every shard validated, a bad one
+   failing with its name before any step) and sizes the stage on it (``steps``, or with
+   ``samples_per_row`` as many as the window's newest rows call for: `TrainSpec.steps_on`),
+   before the DataModule exists,
+2. starts from ``init`` (`model.checkpoint.read_initial`): a Lightning ``.ckpt`` (weights,
+   momentum buffers, global step: the paper's training continues from the latest parameters
+   whatever the gate decided), an exported model (weights only; the schedule resumes at its
+   recorded ``global_step``), or nothing (a fresh network from the spec's seed),
+3. runs the steps as one Lightning epoch (so the saved ``.ckpt`` is an end-of-epoch checkpoint
+   and the next stage starts a clean epoch on its own window),
 4. writes ``train.ckpt`` beside ``out`` (for the next stage; also saved every
    ``training.checkpoint_every`` steps) and the exported model ``out`` with its lineage: parent
    path and sha256, every shard with its sha256, seed, global step, config, losses, versions,
-5. with ``holdout_games``, measures the trained network's losses on the games held out of the
-   window (``val/loss``, ``val/value_loss``, ``val/policy_loss`` in MLflow, beside the
-   training losses, and in the result).
+5. with the spec's ``holdout_games``, measures the trained network's losses on the games held
+   out of the window (``val/loss``, ``val/value_loss``, ``val/policy_loss`` in MLflow, beside
+   the training losses, and in the result).
 
 With ``training.deterministic`` the same inputs and seed give bit-identical weights on CPU
 (``weights_sha256``): Lightning's ``seed_everything``, ``torch.use_deterministic_algorithms``
@@ -31,8 +33,9 @@ import logging
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,24 +43,26 @@ import pytorch_lightning as pl
 import torch
 from prefect import task
 from pytorch_lightning.callbacks import Callback, TQDMProgressBar
-from pytorch_lightning.loggers import MLFlowLogger
+from pytorch_lightning.loggers import Logger, MLFlowLogger
 
 from model.checkpoint import (
     CheckpointError,
     CheckpointLineage,
     FileRef,
+    InitialNetwork,
     ShardRef,
-    load_checkpoint,
+    read_initial,
     save_checkpoint,
 )
-from model.datamodule import ShardDataModule
-from model.evaluator import native_bf16, set_threads
+from model.datamodule import PositionWindow, ShardDataModule, load_window
+from model.evaluator import set_threads
 from model.files import atomic_path, file_sha256
-from model.network import config_network_args, network_args, weights_sha256
-from model.system import LOG_EVERY_N_STEPS, AlphaZeroSystem, lr_at
+from model.network import NetworkShape, weights_sha256
+from model.system import LOG_EVERY_N_STEPS, AlphaZeroSystem, Objective, lr_at
 from tabula.config import Config
 from tabula.errors import TabulaError
-from tabula.plan import TrainSpec, sized_steps, torch_threads
+from tabula.plan import TrainSpec, torch_threads
+from tasks.planning import training_bf16
 from tasks.retry import IO_RETRIES
 from tasks.run.layout import RunLayout, relative_to, reset_dir
 from tasks.run.markers import finished
@@ -126,64 +131,31 @@ def _save_trainer(trainer: pl.Trainer, path: Path) -> None:
         trainer.save_checkpoint(tmp, weights_only=False)
 
 
-def _read_init(init: Path, cfg: Config) -> tuple[str, dict[str, Any]]:
-    """Classify ``init``: ("lightning", ckpt dict) or ("exported", metadata + state)."""
-    if not init.is_file():
-        raise TrainError(f"{init}: init checkpoint not found")
+def _initial(cfg: Config, init: Path | None) -> InitialNetwork | None:
+    """What the stage continues from (`model.checkpoint.read_initial`), refused in one line."""
+    if init is None:
+        return None
     try:
-        payload = torch.load(init, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - any unreadable file is one user-facing line
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise TrainError(f"{init}: not a readable checkpoint ({first})") from None
-    want = config_network_args(cfg)
-    if isinstance(payload, dict) and "pytorch-lightning_version" in payload:
-        got = network_args(payload.get("hyper_parameters") or {})
-        kind = "lightning"
-    elif isinstance(payload, dict) and payload.get("format") == "tabula-checkpoint":
-        got = network_args(payload.get("network") or {})
-        kind = "exported"
-    else:
-        raise TrainError(f"{init}: neither a Lightning .ckpt nor a tabula model checkpoint")
-    if got != want:
-        raise TrainError(f"{init}: network {got} does not match the config's {want}")
-    return kind, payload
+        return read_initial(init, NetworkShape.of(cfg))
+    except CheckpointError as e:
+        raise TrainError(str(e)) from None
 
 
 def _system(
-    cfg: Config, init: Path | None, seed: int, log_every: int, lr_boundaries: list[int]
-) -> tuple[AlphaZeroSystem, str | None, int]:
-    """The LightningModule to fit, the ckpt path to resume (or None) and the max epochs."""
-    kind, payload = _read_init(init, cfg) if init is not None else (None, {})
-    step_offset = 0
-    if kind == "lightning":
-        step_offset = int(payload["hyper_parameters"].get("step_offset", 0))
-    elif kind == "exported":
-        step_offset = int(payload.get("metadata", {}).get("global_step") or 0)
-    t = cfg.training
-    pl.seed_everything(seed, workers=True, verbose=False)  # fresh weights depend on the seed
+    cfg: Config, spec: TrainSpec, initial: InitialNetwork | None, log_every: int
+) -> AlphaZeroSystem:
+    """The LightningModule to fit: a fresh network from the spec's seed, holding the initial
+    checkpoint's weights when there is one."""
+    pl.seed_everything(spec.seed, workers=True, verbose=False)  # fresh weights depend on it
     system = AlphaZeroSystem(
-        **config_network_args(cfg),
-        ownership_weight=t.ownership_weight,
-        score_weight=t.score_weight,
-        fast_row_weight=t.fast_row_weight,
-        lr_boundaries=list(lr_boundaries),
-        lr_values=list(t.lr_values),
-        momentum=t.momentum,
-        weight_decay=t.weight_decay,
-        step_offset=step_offset,
+        NetworkShape.of(cfg),
+        Objective.of(cfg, spec.lr_boundaries),
+        step_offset=0 if initial is None else initial.step_offset,
         log_every_n_steps=log_every,
     )
-    if kind == "exported":
-        assert init is not None
-        try:
-            net, _ = load_checkpoint(init, expect_board_size=cfg.rules.board_size)
-        except CheckpointError as e:
-            raise TrainError(str(e)) from None
-        system.net.load_state_dict(net.state_dict())
-    if kind == "lightning":
-        # One epoch per stage: the resumed trainer runs exactly one more epoch.
-        return system, str(init), int(payload.get("epoch", 0)) + 1
-    return system, None, 1
+    if initial is not None and initial.resume_epochs is None:  # an exported model's weights
+        system.net.load_state_dict(initial.net.state_dict())  # (the trainer restores a .ckpt)
+    return system
 
 
 @contextmanager
@@ -204,67 +176,122 @@ def _quiet_and_deterministic() -> Iterator[None]:
         lg.setLevel(level)
 
 
-def _logger(tracking_uri: str | None, run_id: str | None) -> Any:
+def _logger(tracking_uri: str | None, run_id: str | None) -> Logger | None:
     """Lightning's MLflow logger on the caller's run (a new run if none), or no logger."""
     if tracking_uri is None:
-        return False
+        return None
     return _BorrowedRunLogger(
         tracking_uri=tracking_uri, run_id=run_id, experiment_name="tabula-train"
     )
 
 
+def _callbacks(
+    cfg: Config, ckpt: Path, steps: int, progress: bool | Callable[[int, int], None]
+) -> list[Callback]:
+    """The periodic checkpoint, and a progress bar (``progress`` True) or a step report."""
+    callbacks: list[Callback] = [_PeriodicCheckpoint(ckpt, cfg.training.checkpoint_every)]
+    if progress is True:
+        callbacks.append(TQDMProgressBar(refresh_rate=max(1, steps // 100)))
+    elif callable(progress):
+        callbacks.append(_StepReport(progress, steps))
+    return callbacks
+
+
 def _trainer(
     cfg: Config,
-    out: Path,
-    ckpt: Path,
-    max_epochs: int,
-    logger: Any,
-    progress: bool,
-    steps: int,
-    extra: list[Callback],
+    root: Path,
+    epochs: int,
+    logger: Logger | None,
+    callbacks: list[Callback],
     log_every: int,
     bf16: bool,
 ) -> pl.Trainer:
-    t = cfg.training
-    callbacks: list[Callback] = [_PeriodicCheckpoint(ckpt, t.checkpoint_every), *extra]
-    if progress:
-        callbacks.append(TQDMProgressBar(refresh_rate=max(1, steps // 100)))
     return pl.Trainer(
         accelerator="auto",
         devices=1,
-        max_epochs=max_epochs,
+        max_epochs=epochs,
         precision="bf16-mixed" if bf16 else "32-true",
-        deterministic=t.deterministic,
-        logger=logger,
+        deterministic=cfg.training.deterministic,
+        logger=logger or False,
         callbacks=callbacks,
         log_every_n_steps=log_every,
         enable_checkpointing=False,
-        enable_progress_bar=progress,
+        enable_progress_bar=any(isinstance(c, TQDMProgressBar) for c in callbacks),
         enable_model_summary=False,
         num_sanity_val_steps=0,
-        default_root_dir=out.parent,
+        default_root_dir=root,
     )
+
+
+@dataclass(frozen=True)
+class _Fitted:
+    """A stage's fit: the trained system, the window it sampled, the steps it took (sized
+    before the DataModule existed), their seconds, the precision and the saved ``.ckpt``."""
+
+    system: AlphaZeroSystem
+    window: PositionWindow
+    steps: int
+    seconds: float
+    bf16: bool
+    ckpt: Path
+
+
+def _fit(
+    cfg: Config,
+    spec: TrainSpec,
+    out: Path,
+    init: Path | None,
+    project: Path | None,
+    logger: Logger | None,
+    progress: bool | Callable[[int, int], None],
+) -> _Fitted:
+    t = cfg.training
+    window = load_window(
+        [Path(w) if project is None else project / w for w in spec.window],
+        cfg.rules.board_size,
+        window_games=t.window_games,
+        window_iterations=t.window_iterations,
+        value_target_mix=t.value_target_mix,
+        aux=cfg.network.aux_heads,
+        holdout_games=spec.holdout_games,
+    )  # every shard validated before anything else happens
+    steps = spec.steps_on(window.latest, t.batch_size)
+    log_every = min(LOG_EVERY_N_STEPS, steps)  # a short stage logs one point at least
+    initial = _initial(cfg, init)
+    system = _system(cfg, spec, initial, log_every)
+    resumed = None if initial is None else initial.resume_epochs
+    ckpt = out.with_name(CKPT_NAME)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    bf16 = training_bf16(cfg) if spec.bf16 is None else spec.bf16
+    callbacks = _callbacks(cfg, ckpt, steps, progress)
+    # One epoch per stage: a resumed trainer runs exactly one more.
+    trainer = _trainer(cfg, out.parent, (resumed or 0) + 1, logger, callbacks, log_every, bf16)
+    dm = ShardDataModule(window, t.batch_size, steps, spec.seed, num_workers=t.num_workers)
+    started = time.perf_counter()
+    # Our .ckpt files hold only tensors and plain values: load them the safe way.
+    resume = None if resumed is None else str(init)
+    trainer.fit(system, datamodule=dm, ckpt_path=resume, weights_only=True)
+    seconds = time.perf_counter() - started
+    _save_trainer(trainer, ckpt)
+    return _Fitted(system, window, steps, seconds, bf16, ckpt)
 
 
 def _lineage(
     cfg: Config,
+    spec: TrainSpec,
+    fitted: _Fitted,
     init: Path | None,
-    dm: ShardDataModule,
-    system: AlphaZeroSystem,
-    seed: int,
-    steps: int,
     model_id: str | None,
     project: Path | None,
 ) -> CheckpointLineage:
-    window = dm.window
-    assert window is not None
+    window, system = fitted.window, fitted.system
 
     def rel(path: Path) -> str:
         return str(relative_to(path, project))
 
     return CheckpointLineage(
         model_id=model_id,
-        seed=seed,
+        seed=spec.seed,
         global_step=system.run_step,
         parent=None if init is None else FileRef(rel(init), file_sha256(init)),
         shards=tuple(ShardRef(rel(p), file_sha256(p), p in window.used) for p in window.shards),
@@ -275,7 +302,7 @@ def _lineage(
             "dropped_games": window.dropped_games,
             **({} if window.held_out is None else {"held_out_games": window.held_out.games}),
         },
-        steps=steps,
+        steps=fitted.steps,
         lr_boundaries=tuple(int(b) for b in system.hparams["lr_boundaries"]),
         losses=dict(system.final_losses),
         config=cfg.model_dump(mode="json"),
@@ -289,106 +316,68 @@ def _lineage(
 
 def train_stage(
     cfg: Config,
-    data: list[Path],
+    spec: TrainSpec,
     out: Path,
     *,
     init: Path | None = None,
-    steps: int,
-    seed: int,
-    mlflow_run_id: str | None = None,
-    tracking_uri: str | None = None,
-    progress: bool = True,
-    model_id: str | None = None,
-    ckpt: Path | None = None,
-    on_step: Callable[[int, int], None] | None = None,
-    lr_boundaries: Sequence[int] | None = None,
-    bf16: bool | None = None,
     project: Path | None = None,
-    samples_per_row: float | None = None,
-    holdout_games: int = 0,
+    logger: Logger | None = None,
+    model_id: str | None = None,
+    progress: bool | Callable[[int, int], None] = True,
 ) -> TrainResult:
-    """Train ``steps`` steps on the window of ``data`` (shard files/folders) from ``init``.
+    """Train ``spec`` (`tabula.plan.TrainSpec`: its window, seed, steps or samples per row,
+    rate schedule, precision and held-out games) from ``init`` and export the network to
+    ``out``, the Lightning checkpoint to ``train.ckpt`` beside it.
 
-    samples_per_row: train instead as many steps as draw each row of the window's newest
-    iteration about that many times (`tabula.plan.sized_steps`); holdout_games: leave the newest
-    that-many games of that iteration out of the window and measure the trained network on
-    them (`model.system.AlphaZeroSystem.held_out_losses`).
+    project: the folder the spec's window and the lineage's paths are relative to (the
+    pipeline's project; None: the paths as given). logger: Lightning's logger of the
+    metrics, the held-out losses too (None: none). model_id: the lineage's. progress: True
+    draws a progress bar; a callable is called as ``progress(done, steps)`` after every step.
 
-    lr_boundaries: the global steps where the rate drops (default: the config's schedule for
-    a run of ``pipeline.iterations``, `tabula.config.TrainingConfig.boundaries_for`); the
-    pipeline passes those of the run it is running, reproduction the recorded ones. bf16:
-    autocast or not (default: ``training.bf16``, "auto" resolved for this machine).
-
-    Writes the exported model to ``out`` and the Lightning checkpoint to ``ckpt`` (default:
-    ``train.ckpt`` beside ``out``). Metrics go to MLflow run ``mlflow_run_id`` (or a new run)
-    when ``tracking_uri`` is given; ``on_step(done, steps)`` after every step. Raises
-    ``ShardError``/``DataWindowError`` for bad data and ``TrainError`` for a bad ``init``, all
-    before the first step. project: the folder the lineage's paths are relative to (the
-    pipeline's project; default: the paths as given).
+    Raises ``ShardError``/``DataWindowError`` for bad data and ``TrainError`` for a bad
+    ``init``, all before the first step.
     """
-    if steps < 1:
-        raise TrainError(f"steps must be >= 1 (got {steps})")
+    if spec.steps < 1:
+        raise TrainError(f"steps must be >= 1 (got {spec.steps})")
     out = Path(out)
-    init = None if init is None else Path(init)
-    ckpt = Path(ckpt) if ckpt is not None else out.with_name(CKPT_NAME)
-    t = cfg.training
-    dm = ShardDataModule(data, cfg.rules.board_size, t.batch_size, steps, seed,
-                         window_games=t.window_games, window_iterations=t.window_iterations,
-                         num_workers=t.num_workers,
-                         value_target_mix=t.value_target_mix,
-                         aux=cfg.network.aux_heads, holdout_games=holdout_games)  # fmt: skip
     with _quiet_and_deterministic():
-        dm.setup("fit")  # every shard validated before anything else happens
-        assert dm.window is not None
-        if samples_per_row is not None:
-            steps = dm.steps = sized_steps(dm.window.latest, samples_per_row, t.batch_size)
-        # A stage shorter than the interval logs every `steps` steps: one point at least.
-        log_every = min(LOG_EVERY_N_STEPS, steps)
-        if lr_boundaries is None:
-            lr_boundaries = t.boundaries_for(cfg.pipeline.iterations)
-        system, resume, max_epochs = _system(cfg, init, seed, log_every, list(lr_boundaries))
-        logger = _logger(tracking_uri, mlflow_run_id)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        ckpt.parent.mkdir(parents=True, exist_ok=True)
-        extra = [] if on_step is None else [_StepReport(on_step, steps)]
-        if bf16 is None:
-            bf16 = native_bf16(cfg.pipeline.device) if t.bf16 == "auto" else bool(t.bf16)
-        trainer = _trainer(
-            cfg, out, ckpt, max_epochs, logger, progress, steps, extra, log_every, bf16
-        )
-        started = time.perf_counter()
-        # Our .ckpt files hold only tensors and plain values: load them the safe way.
-        trainer.fit(system, datamodule=dm, ckpt_path=resume, weights_only=True)
-        seconds = time.perf_counter() - started
-        _save_trainer(trainer, ckpt)
-    lineage = _lineage(cfg, init, dm, system, seed, steps, model_id, project)
-    save_checkpoint(out, system.net, lineage)
-    held = dm.window.held_out
-    val = {} if held is None else system.held_out_losses(held.in_order(t.batch_size))
+        fitted = _fit(cfg, spec, out, init, project, logger, progress)
+    save_checkpoint(out, fitted.system.net, _lineage(cfg, spec, fitted, init, model_id, project))
+    held = fitted.window.held_out
+    system = fitted.system
+    val = {} if held is None else system.held_out_losses(held.in_order(cfg.training.batch_size))
     if val and logger:
         logger.log_metrics(_val_metrics(val), step=system.run_step)
-    losses = system.final_losses
+    return _result(cfg, spec, out, fitted, val)
+
+
+def _result(
+    cfg: Config, spec: TrainSpec, out: Path, fitted: _Fitted, val: dict[str, float]
+) -> TrainResult:
+    system, window, steps = fitted.system, fitted.window, fitted.steps
+    losses, boundaries = system.final_losses, system.hparams["lr_boundaries"]
+    t = cfg.training
     return TrainResult(
         model=out,
-        ckpt=ckpt,
+        ckpt=fitted.ckpt,
         global_step=system.run_step,
         steps=steps,
-        seed=seed,
+        seed=spec.seed,
         loss=losses["total"],
         value_loss=losses["value"],
         policy_loss=losses["policy"],
         l2_loss=losses["l2"],
         weights_sha256=weights_sha256(system.net),
-        samples_per_s=steps * t.batch_size / seconds,
-        positions=len(dm.window),
-        games=dm.window.games,
-        lr_boundaries=tuple(int(b) for b in system.hparams["lr_boundaries"]),
-        lr=lr_at(system.run_step - 1, system.hparams["lr_boundaries"], t.lr_values),
-        bf16=bf16,
+        samples_per_s=steps * t.batch_size / fitted.seconds,
+        positions=len(window),
+        games=window.games,
+        lr_boundaries=tuple(int(b) for b in boundaries),
+        lr=lr_at(system.run_step - 1, boundaries, t.lr_values),
+        bf16=fitted.bf16,
         val_loss=val.get("total"),
         val_value_loss=val.get("value"),
         val_policy_loss=val.get("policy"),
-        held_out_positions=None if held is None else len(held),
+        held_out_positions=None if window.held_out is None else len(window.held_out),
     )
 
 
@@ -428,8 +417,8 @@ def train(
     threads: int | None = None,
     model_dir: Path | None = None,
 ) -> Trained:
-    """Train ``spec`` (`training_init` of its parent, its window, seed, steps or samples per
-    row, rate schedule, precision and held-out games) and export ``iter-N/model`` (or
+    """Train ``spec`` (`train_stage`, from `training_init` of its parent) and export
+    ``iter-N/model`` (or
     ``model_dir``: reproduction retrains into a scratch folder) on ``threads`` torch threads
     (default: one per core; reproduction passes the recorded count). Paths in the result are
     project-relative.
@@ -446,21 +435,13 @@ def train(
     show = reporting(Stage.TRAIN, f"iter {i} training (steps)")
     result = train_stage(
         cfg,
-        [layout.project / w for w in spec.window],
+        spec,
         out / layout.model(i).name,
         init=training_init(layout, spec.parent),
-        steps=spec.steps,
-        seed=spec.seed,
-        mlflow_run_id=mlflow_run_id,
-        tracking_uri=tracking_uri,
-        progress=False,
-        model_id=layout.model_id(i),
-        on_step=show,
-        lr_boundaries=list(spec.lr_boundaries),
-        bf16=spec.bf16,
         project=layout.project,
-        samples_per_row=spec.samples_per_row,
-        holdout_games=spec.holdout_games,
+        logger=_logger(tracking_uri, mlflow_run_id),
+        model_id=layout.model_id(i),
+        progress=show,
     )
     relative = dataclasses.replace(
         result,

@@ -111,6 +111,7 @@ def test_seeded_training_checkpoint_is_unchanged(tmp_path: Path) -> None:
     from model.datamodule import synthetic_records
     from model.shards import write_shard
     from tabula.config import load_config
+    from tabula.plan import RunState, next_iteration, train_spec
     from tasks.train import train_stage
 
     cfg = load_config(
@@ -135,9 +136,10 @@ def test_seeded_training_checkpoint_is_unchanged(tmp_path: Path) -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        result = train_stage(
-            cfg, [tmp_path / "data"], tmp_path / "out" / "model.pt", steps=5, seed=7, progress=False
-        )
+        planned = next_iteration(cfg.training, RunState.first(cfg.pipeline.iterations))
+        window = [str(tmp_path / "data")]
+        spec = train_spec(cfg, window, seed=7, lr_boundaries=planned.lr_boundaries, steps=5)
+        result = train_stage(cfg, spec, tmp_path / "out" / "model.pt", progress=False)
     finally:
         torch.set_num_threads(threads)
     cpu = _cpu()

@@ -6,9 +6,10 @@ import pytest
 
 from tabula.config import load_config
 from tabula.plan import (
+    RunState,
     derive_seed,
+    next_iteration,
     plan_iteration,
-    planned_steps,
     sized_steps,
     window_iterations,
     with_v_resign,
@@ -80,10 +81,20 @@ def test_steps_sized_to_the_rows_draw_each_about_samples_per_row_times(
     assert sized_steps(rows, samples, batch) == expected
 
 
+def _boundaries(cfg, iteration: int, trained: int, last: int | None) -> tuple[int, ...]:
+    """The schedule of ``iteration`` of a run asked for 5, no budget, after ``trained`` steps,
+    ``last`` of them in the previous iteration."""
+    state = RunState(iteration, asked=5, default=5, trained=trained, last_steps=last)
+    return next_iteration(cfg.training, state).lr_boundaries
+
+
 def test_a_run_sized_to_its_data_plans_its_schedule_on_the_steps_it_trains():
+    fractions = (0.8, 0.92)  # the default lr_fractions, of the steps planned in all
     fixed = load_config(None, ["training.steps=100", "training.samples_per_row=null"])
-    assert planned_steps(fixed, 3, 5, 250, 40) == 500  # iterations x steps, whatever ran
+    assert fixed.training.lr_fractions == list(fractions)
+    planned = [round(f * 500) for f in fractions]  # iterations x steps, whatever ran
+    assert _boundaries(fixed, 3, 250, 40) == tuple(planned)
     sized = load_config(None, ["training.steps=100", "training.samples_per_row=4.0"])
-    assert planned_steps(sized, 1, 5, 0, None) == 500  # the estimate before any trained
-    assert planned_steps(sized, 3, 5, 250, 40) == 250 + 3 * 40  # iterations 3, 4 and 5 left
-    assert sized.training.boundaries_for(5, 370) == [296, 340]  # 0.8 and 0.92 of 370
+    assert _boundaries(sized, 1, 0, None) == tuple(planned)  # the estimate before any trained
+    # iterations 3, 4 and 5 left: 250 + 3 x 40 = 370 steps, of which 0.8 and 0.92
+    assert _boundaries(sized, 3, 250, 40) == (296, 340)

@@ -396,17 +396,6 @@ class TrainingConfig(_Section):
             raise ValueError(f"needs len({name}) + 1 = {len(drops) + 1} values (got {len(values)})")
         return values
 
-    def boundaries_for(self, iterations: int, total: int | None = None) -> list[int]:
-        """The global steps where the rate drops in a run of ``iterations`` iterations of
-        ``steps`` steps, or of ``total`` steps in all (steps sized to the data:
-        `tabula.plan.planned_steps`)."""
-        if self.lr_schedule == "steps":
-            return list(self.lr_boundaries)
-        total, out = iterations * self.steps if total is None else total, list[int]()
-        for f in self.lr_fractions:  # rounded, kept >= 1 and strictly increasing
-            out.append(max(round(f * total), out[-1] + 1 if out else 1))
-        return out
-
 
 class EvaluationConfig(_Section):
     """Gating against the best player (paper: 400 games, > 55%), and anchor games."""

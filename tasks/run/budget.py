@@ -1,28 +1,24 @@
-"""A run's budget: what it may spend, what it has spent, and the plan it implies.
+"""A run's budget on disk: ``budget.json`` (`tasks.run.records.Budget`), its limits and what
+each iteration spent.
 
 ``tabula run --core-hours H`` (or ``--hours H`` of wall time) gives a run a budget. The run
-counts the CPU-seconds of all its processes (`tasks.run.cputime.process_tree_cpu_seconds`)
-and the wall seconds, iteration by iteration and over every resume, in ``budget.json``
-(`tasks.run.records.Budget`); before each iteration it stops itself if the budget is spent, so
-it always ends at a clean iteration boundary. The learning-rate schedule is planned over the
-iterations the budget is expected to pay for (`planned_iterations`): the mean cost of the
-iterations so far divides what is left. Each iteration's plan records the boundaries it used,
-so reproduction stays exact however the estimate moved.
+counts the CPU-seconds of all its processes (`tasks.run.cputime.Meter`) and the wall seconds,
+iteration by iteration and over every resume, in ``budget.json``. What that implies, whether
+the next iteration runs and how many the rate schedule is planned over, is worked out in one
+place, `tabula.plan.next_iteration`; each iteration's plan records the boundaries it used, so
+reproduction stays exact however the estimate moved. This module only reads and writes the
+file.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from tasks.run.cputime import CORE_HOUR, process_tree_cpu_seconds
+from tasks.run.cputime import Meter
 from tasks.run.layout import RunLayout
 from tasks.run.markers import read_record, write_record
 from tasks.run.records import Budget, Spent
-
-#: Iterations whose mean cost estimates the next ones' (recent costs, as a run's grow).
-RECENT = 5
+from tasks.run.summary import SummaryRow
 
 
 def read_budget(layout: RunLayout) -> Budget:
@@ -44,74 +40,14 @@ def set_limits(layout: RunLayout, core_hours: float | None, hours: float | None)
     return updated
 
 
-def limited(budget: Budget) -> bool:
-    return budget.core_hours is not None or budget.hours is not None
-
-
-def spent_fraction(budget: Budget, cpu_s: float, wall_s: float) -> float:
-    """The larger of the CPU and wall fractions of the budget spent (0 without limits)."""
-    parts = [0.0]
-    if budget.core_hours is not None:
-        parts.append(cpu_s / (budget.core_hours * CORE_HOUR))
-    if budget.hours is not None:
-        parts.append(wall_s / (budget.hours * 3600.0))
-    return max(parts)
-
-
-def planned_iterations(budget: Budget, done: int, prior: int) -> int:
-    """How many iterations the budget is expected to pay for: those done, plus what is left
-    divided by the mean cost of the last `RECENT` ones (``prior`` before any finished); at
-    least one more than done."""
-    if not limited(budget):
-        return prior
-    spent = [s for s in budget.spent if s.iteration <= done]
-    if not spent:
-        return max(prior, done + 1)
-    last = spent[-1]
-    left = [math.inf]
-    if budget.core_hours is not None:
-        left.append((budget.core_hours * CORE_HOUR - last.cpu_s) / _mean_cost(spent, "cpu_s"))
-    if budget.hours is not None:
-        left.append((budget.hours * 3600.0 - last.wall_s) / _mean_cost(spent, "wall_s"))
-    return done + max(1, math.ceil(min(left)))
-
-
-def _mean_cost(spent: list[Spent], what: str) -> float:
-    """Mean cost of the last `RECENT` iterations in ``spent`` (cumulative records)."""
-    points = [(0, 0.0), *((s.iteration, float(getattr(s, what))) for s in spent)]
-    (i0, v0), (i1, v1) = points[max(0, len(points) - 1 - RECENT)], points[-1]
-    return max((v1 - v0) / max(1, i1 - i0), 1e-9)
-
-
-@dataclass
-class Meter:
-    """What the run has spent: ``base`` (what its earlier processes spent, None for none) plus
-    this process's spending since the meter started.
-
-    Counts from ``cpu_start`` CPU-seconds of this process tree (0: since the process started,
-    as ``tabula run``; a caller that did other work first passes what it had used), and wall
-    time from the meter's creation.
-    """
-
-    cpu_start: float = 0.0
-    base: Spent | None = None
-    wall_start: float = field(init=False, default_factory=time.monotonic)
-
-    def cpu(self) -> float:
-        """CPU-seconds this process tree has spent since the meter's start."""
-        return process_tree_cpu_seconds() - self.cpu_start
-
-    def wall(self) -> float:
-        return time.monotonic() - self.wall_start
-
-    def totals(self) -> tuple[float, float]:
-        """(CPU-seconds, wall seconds) the run has spent, earlier processes included."""
-        cpu0, wall0 = (self.base.cpu_s, self.base.wall_s) if self.base else (0.0, 0.0)
-        return cpu0 + self.cpu(), wall0 + self.wall()
-
-    @classmethod
-    def from_now(cls) -> Meter:
-        return cls(cpu_start=process_tree_cpu_seconds())
+def metered(
+    layout: RunLayout, core_hours: float | None, hours: float | None, cpu_start: float
+) -> Meter:
+    """Record the limits this invocation gives (`set_limits`) and start the run's meter: what
+    the run's earlier processes spent, plus this process tree's CPU-seconds from
+    ``cpu_start`` and its wall time from now."""
+    budget = set_limits(layout, core_hours, hours)
+    return Meter(cpu_start=cpu_start, base=budget.spent[-1] if budget.spent else None)
 
 
 def record_iteration(
@@ -124,6 +60,18 @@ def record_iteration(
     updated = replace(budget, spent=tuple(sorted((*kept, entry), key=lambda s: s.iteration)))
     write_record(layout.budget, updated)
     return updated
+
+
+def charge(layout: RunLayout, meter: Meter, row: SummaryRow) -> SummaryRow:
+    """Record what the run has spent when iteration ``row.iteration`` finished (``meter``'s
+    totals, and its stages' CPU-seconds) on its first finish; a finished iteration's flow that
+    ran again to mend it keeps what it spent (its row says so), the mend counting to the next."""
+    recorded = spent_on(read_budget(layout), row.iteration)
+    if recorded is not None:
+        return replace(row, stage_cpu_s=dict(recorded.stages))
+    cpu, wall = meter.totals()
+    record_iteration(layout, row.iteration, cpu, wall, row.stage_cpu_s)
+    return row
 
 
 def spent_on(budget: Budget, i: int) -> Spent | None:

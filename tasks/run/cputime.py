@@ -13,9 +13,12 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from tasks.run.records import Spent
 
 CORE_HOUR = 3600.0  # CPU-seconds in one core-hour
 
@@ -86,21 +89,62 @@ def process_tree_cpu_seconds() -> float:
     return total
 
 
-class Laps:
-    """CPU-seconds of this process tree between successive `lap` calls, each under a name."""
+@dataclass
+class Meter:
+    """What the run has spent: ``base`` (what its earlier processes spent, None for none) plus
+    this process's spending since the meter started.
 
-    def __init__(self) -> None:
-        self.start = self.last = process_tree_cpu_seconds()
+    Counts from ``cpu_start`` CPU-seconds of this process tree (0: since the process started,
+    as ``tabula run``; a caller that did other work first passes what it had used), and wall
+    time from the meter's creation.
+    """
+
+    cpu_start: float = 0.0
+    base: Spent | None = None
+    wall_start: float = field(init=False, default_factory=time.monotonic)
+
+    def cpu(self) -> float:
+        """CPU-seconds this process tree has spent since the meter's start."""
+        return process_tree_cpu_seconds() - self.cpu_start
+
+    def wall(self) -> float:
+        return time.monotonic() - self.wall_start
+
+    def totals(self) -> tuple[float, float]:
+        """(CPU-seconds, wall seconds) the run has spent, earlier processes included."""
+        cpu0, wall0 = (self.base.cpu_s, self.base.wall_s) if self.base else (0.0, 0.0)
+        return cpu0 + self.cpu(), wall0 + self.wall()
+
+    @classmethod
+    def from_now(cls) -> Meter:
+        return cls(cpu_start=process_tree_cpu_seconds())
+
+
+class Laps:
+    """CPU-seconds of this process tree by name: what is spent inside a `lap` block goes to
+    its name, everything else to ``rest`` (the bookkeeping between the stages' work)."""
+
+    def __init__(self, rest: str) -> None:
+        self.rest = rest
+        self.last = process_tree_cpu_seconds()
         self.laps: dict[str, float] = {}
 
-    def lap(self, name: str) -> None:
-        """Charge what was spent since the last lap (or the start) to ``name``."""
+    def _charge(self, name: str) -> None:
         now = process_tree_cpu_seconds()
         self.laps[name] = self.laps.get(name, 0.0) + now - self.last
         self.last = now
 
-    def rest(self, name: str) -> dict[str, float]:
-        """The laps by name (sorted, as a record stores them), with everything not yet charged
-        given to ``name``."""
-        self.lap(name)
+    @contextmanager
+    def lap(self, name: str) -> Iterator[None]:
+        """Charge what the block spends to ``name`` (what was spent before it to ``rest``)."""
+        self._charge(self.rest)
+        try:
+            yield
+        finally:
+            self._charge(name)
+
+    def totals(self) -> dict[str, float]:
+        """The laps by name (sorted, as a record stores them), with everything since the last
+        block charged to ``rest``."""
+        self._charge(self.rest)
         return {k: round(v, 3) for k, v in sorted(self.laps.items())}

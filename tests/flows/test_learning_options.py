@@ -184,8 +184,10 @@ def test_steps_sized_to_the_data_and_held_out_games_reproduce(prefect_server, pr
     assert trained[2].global_step == trained[1].steps + trained[2].steps
     plan = finished(layout, 2, Stage.PLAN, IterationPlan)
     assert plan is not None and plan.train is not None
-    expected = cfg.training.boundaries_for(2, trained[1].global_step + trained[1].steps)
-    assert list(plan.train.lr_boundaries) == expected  # iteration 1's count, once more
+    # iteration 1's count, once more: lr_fractions of the steps trained and one more such
+    total = trained[1].global_step + trained[1].steps
+    expected = tuple(round(f * total) for f in cfg.training.lr_fractions)
+    assert plan.train.lr_boundaries == expected
 
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
     exp = client.get_experiment_by_name(tracking.experiment_name())

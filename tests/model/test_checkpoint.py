@@ -43,7 +43,7 @@ def test_round_trip_is_bit_identical(tmp_path: Path, options: dict[str, bool]) -
     loaded, meta = load_checkpoint(path, expect_board_size=9)
     assert weights_sha256(loaded) == weights_sha256(net)
     assert meta == META
-    assert loaded.shape_config() == net.shape_config()
+    assert loaded.shape == net.shape
     assert not loaded.training
     raw = torch.load(path, weights_only=True)  # loadable by plain torch, no code of ours
     assert raw["format"] == "tabula-checkpoint" and raw["format_version"] == 1

@@ -149,7 +149,7 @@ def test_missing_path_and_empty_folder_are_one_line_errors(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "wrong_size"])
-def test_a_bad_shard_anywhere_in_the_list_fails_setup_naming_it(
+def test_a_bad_shard_anywhere_in_the_list_fails_the_window_naming_it(
     tmp_path: Path, damage: str
 ) -> None:
     files = _shards(tmp_path)
@@ -162,19 +162,17 @@ def test_a_bad_shard_anywhere_in_the_list_fails_setup_naming_it(
         bad.write_bytes(bytes(data))
     else:
         write_shard(bad, synthetic_records(7, 2, 2, seed=0))
-    dm = ShardDataModule([tmp_path], 5, batch_size=8, steps=2, seed=0, window_games=2)
-    with pytest.raises(ShardError) as err:
-        dm.setup("fit")
+    with pytest.raises(ShardError) as err:  # before any DataModule exists
+        load_window([tmp_path], 5, window_games=2)
     assert str(bad) in str(err.value) and "\n" not in str(err.value)
-    assert dm.window is None
 
 
 def test_datamodule_yields_steps_batches_same_for_any_worker_count(tmp_path: Path) -> None:
     _shards(tmp_path, N=9)
     batches = {}
     for workers in (0, 1):
-        dm = ShardDataModule([tmp_path], 9, batch_size=32, steps=6, seed=3, num_workers=workers)
-        dm.setup("fit")
+        window = load_window([tmp_path], 9)
+        dm = ShardDataModule(window, batch_size=32, steps=6, seed=3, num_workers=workers)
         batches[workers] = list(dm.train_dataloader())
     assert len(batches[0]) == 6
     planes, pi, z = batches[0][0]

@@ -14,7 +14,7 @@ from model.evaluator import (
     transform_planes,
     transform_policy,
 )
-from model.network import PolicyValueNet, make_network, weights_sha256
+from model.network import NetworkShape, PolicyValueNet, make_network, weights_sha256
 from tabula.features import symmetry_permutations
 
 
@@ -75,7 +75,7 @@ def test_callers_network_is_left_alone() -> None:
 
 @pytest.mark.parametrize("n", [5, 9])
 def test_symmetries_map_back_for_an_equivariant_network(n: int) -> None:
-    net = SymmetrisedNet(n, blocks=1, filters=8, value_hidden=16)
+    net = SymmetrisedNet(NetworkShape(n, blocks=1, filters=8, value_hidden=16))
     ev = _fp32(net)
     one = _planes(1, n, 3)
     batch = np.repeat(one, 64, axis=0)

@@ -7,6 +7,7 @@ import torch
 
 from model.network import (
     GlobalPoolingBlock,
+    NetworkShape,
     PolicyValueNet,
     count_parameters,
     fold_batch_norm,
@@ -50,13 +51,18 @@ def test_value_saturates_inside_minus_one_one() -> None:
 
 
 def test_architecture_follows_the_paper() -> None:
-    net = PolicyValueNet(9, blocks=3, filters=16, value_hidden=256)
+    net = PolicyValueNet(NetworkShape(9, blocks=3, filters=16, value_hidden=256))
     convs = [m for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
     assert len(convs) == 1 + 2 * 3 + 2  # stem, two per residual block, the two heads
     assert all(c.bias is None for c in convs)  # every conv is followed by BN
     assert net.policy_conv[0].out_channels == 2 and net.value_conv[0].out_channels == 1
     assert net.policy_fc.out_features == 82 and net.value_fc1.out_features == 256
-    assert net.shape_config() == {"board_size": 9, "blocks": 3, "filters": 16, "value_hidden": 256}
+    assert net.shape.to_entry() == {
+        "board_size": 9,
+        "blocks": 3,
+        "filters": 16,
+        "value_hidden": 256,
+    }
     assert count_parameters(net) > 0
 
 
@@ -72,9 +78,9 @@ def test_channels_last_gives_the_same_outputs() -> None:
 
 def test_bad_shape_arguments_are_refused() -> None:
     with pytest.raises(ValueError, match="board_size"):
-        PolicyValueNet(4, 1, 8)
+        NetworkShape(4, 1, 8)
     with pytest.raises(ValueError, match="filters"):
-        PolicyValueNet(9, 1, 0)
+        NetworkShape(9, 1, 0)
 
 
 def test_make_network_is_seeded_and_leaves_global_rng_alone() -> None:
@@ -135,8 +141,8 @@ def test_global_pooling_blocks_see_the_whole_board() -> None:
         with torch.no_grad():
             near, moved = (net.tower(net.stem(t))[0, :, 0, 0] for t in (x, far))
         assert torch.equal(near, moved) is not pooling
-    assert net.shape_config()["global_pooling"] == 1
-    assert "global_pooling" not in make_network(9, 2, 8, seed=3).shape_config()
+    assert net.shape.to_entry()["global_pooling"] == 1
+    assert "global_pooling" not in make_network(9, 2, 8, seed=3).shape.to_entry()
 
 
 def test_fold_batch_norm_with_global_pooling_computes_the_same_function() -> None:

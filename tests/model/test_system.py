@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +11,14 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader
 
-from model.network import weights_sha256
-from model.system import AlphaZeroSystem, alphago_zero_loss, fast_row_weights, lr_at
+from model.network import NetworkShape, weights_sha256
+from model.system import (
+    AlphaZeroSystem,
+    Objective,
+    alphago_zero_loss,
+    fast_row_weights,
+    lr_at,
+)
 
 N = 5
 M = N * N
@@ -23,10 +30,14 @@ pytestmark = [
 ]
 
 
-def _system(**kw) -> AlphaZeroSystem:
+def _system(aux: bool = False, **kw) -> AlphaZeroSystem:
+    """A small system; ``kw``: `Objective` fields, or ``step_offset``, ``log_every_n_steps``."""
     torch.manual_seed(0)
-    args = dict(board_size=N, blocks=1, filters=8, value_hidden=16, log_every_n_steps=5)
-    return AlphaZeroSystem(**{**args, **kw})
+    names = {f.name for f in dataclasses.fields(Objective)}
+    objective = {k: tuple(v) if isinstance(v, list) else v for k, v in kw.items() if k in names}
+    rest = {"log_every_n_steps": 5, **{k: v for k, v in kw.items() if k not in names}}
+    shape = NetworkShape(N, 1, 8, 16, aux=aux)
+    return AlphaZeroSystem(shape, Objective(**objective), **rest)
 
 
 def _batches(count: int, size: int = 16, seed: int = 0, one_hot: bool = False) -> list:

@@ -1,57 +1,75 @@
-"""A run's budget (`tasks.run.budget`): what is spent, when it is spent, and how many
-iterations it is expected to pay for, which the rate schedule is fitted to."""
+"""A run's budget (`tasks.run.budget`, `tabula.plan.next_iteration`): what is spent, when it
+is spent, and how many iterations it is expected to pay for, which the rate schedule is fitted
+to."""
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tasks.run.budget import (
-    Meter,
-    planned_iterations,
-    read_budget,
-    record_iteration,
-    set_limits,
-    spent_fraction,
-)
-from tasks.run.cputime import Laps, process_tree_cpu_seconds
+from tabula.config import load_config
+from tabula.plan import RunState, Spend, next_iteration, spent_fraction
+from tasks.run.budget import read_budget, record_iteration, set_limits
+from tasks.run.cputime import Laps, Meter, process_tree_cpu_seconds
 from tasks.run.layout import RunLayout
-from tasks.run.records import Budget, Spent
+from tasks.run.records import Budget
+
+TRAINING = load_config(None).training
 
 
-def _spent(*cpu: float) -> tuple[Spent, ...]:
+def _spent(*cpu: float) -> tuple[Spend, ...]:
     """Cumulative records for iterations 1.. that cost ``cpu`` each (wall: half of it)."""
     total, out = 0.0, []
     for i, c in enumerate(cpu, start=1):
         total += c
-        out.append(Spent(i, total, total / 2))
+        out.append(Spend(i, total, total / 2))
     return tuple(out)
 
 
+def planned_iterations(
+    core_hours: float | None, hours: float | None, spent: tuple[Spend, ...], done: int, prior: int
+) -> int:
+    """The iterations `next_iteration` plans for when iteration ``done + 1`` starts in a run
+    asked for none (``prior``: the config's), with these limits and spending."""
+    state = RunState(done + 1, None, prior, core_hours, hours, spent=spent, started=True)
+    return next_iteration(TRAINING, state).iterations
+
+
 def test_without_a_limit_the_plan_is_the_prior_and_nothing_is_ever_spent():
-    assert planned_iterations(Budget(None, None, _spent(10, 10)), 2, 7) == 7
-    assert spent_fraction(Budget(None, None), 1e9, 1e9) == 0.0
+    assert planned_iterations(None, None, _spent(10, 10), 2, 7) == 7
+    assert spent_fraction(None, None, 1e9, 1e9) == 0.0
 
 
 def test_before_any_iteration_the_prior_plans_the_run():
-    assert planned_iterations(Budget(1.0, None), 0, 100) == 100
+    assert planned_iterations(1.0, None, (), 0, 100) == 100
 
 
 def test_what_is_left_over_the_recent_mean_cost():
     # one core-hour, 600 CPU-s an iteration: 2 done (1200), 2400 left -> 4 more
-    assert planned_iterations(Budget(1.0, None, _spent(600, 600)), 2, 100) == 6
+    assert planned_iterations(1.0, None, _spent(600, 600), 2, 100) == 6
     # recent costs weigh: the last 5 iterations' mean (100 each), not the first one's 1000
     spent = _spent(1000, 100, 100, 100, 100, 100)
-    assert planned_iterations(Budget(1.0, None, spent), 6, 100) == 6 + 21  # (3600-1500)/100
+    assert planned_iterations(1.0, None, spent, 6, 100) == 6 + 21  # (3600-1500)/100
     # the wall budget binds when it is the tighter: half an hour, 300 s of wall an iteration
-    assert planned_iterations(Budget(10.0, 0.5, _spent(600, 600)), 2, 100) == 6
+    assert planned_iterations(10.0, 0.5, _spent(600, 600), 2, 100) == 6
 
 
 def test_a_spent_budget_plans_one_more_iteration_at_least():
-    assert planned_iterations(Budget(0.1, None, _spent(600, 600)), 2, 100) == 3
+    assert planned_iterations(0.1, None, _spent(600, 600), 2, 100) == 3
+
+
+def test_a_spent_budget_stops_a_new_iteration_but_not_a_begun_one():
+    state = RunState(3, None, 100, 1.0, None, cpu_s=3600.0, spent=_spent(1800, 1800))
+    assert not next_iteration(TRAINING, state).go
+    assert next_iteration(TRAINING, replace(state, started=True)).go
+    assert next_iteration(TRAINING, replace(state, cpu_s=3599.0)).go
+    asked = RunState(4, 3, 100)  # the iterations asked for are done
+    assert not next_iteration(TRAINING, asked).go
+    assert next_iteration(TRAINING, replace(asked, iteration=3)).go
 
 
 @pytest.mark.parametrize(
@@ -63,7 +81,7 @@ def test_a_spent_budget_plans_one_more_iteration_at_least():
     ],
 )
 def test_spent_fraction(budget, cpu, wall, fraction):
-    assert spent_fraction(budget, cpu, wall) == pytest.approx(fraction)
+    assert spent_fraction(budget.core_hours, budget.hours, cpu, wall) == pytest.approx(fraction)
 
 
 def test_the_record_keeps_limits_and_iterations_in_order(tmp_path: Path):
@@ -90,11 +108,11 @@ def _busy(seconds: float) -> None:
 
 def test_the_meter_and_the_laps_count_this_process_cpu():
     meter = Meter.from_now()
-    laps = Laps()
-    _busy(0.2)
-    laps.lap("work")
+    laps = Laps("rest")
+    with laps.lap("work"):
+        _busy(0.2)
     time.sleep(0.2)  # waiting is not CPU
-    split = laps.rest("rest")
+    split = laps.totals()
     assert 0.15 <= split["work"] <= 1.0 and split["rest"] < 0.15
     assert 0.15 <= meter.cpu() <= 1.5 and meter.wall() >= 0.4
     assert process_tree_cpu_seconds() >= meter.cpu()

@@ -1,5 +1,6 @@
-"""The plan's stage specs (`tasks.plan.specs_of`): a plan written before the specs existed gets
-them derived as its run played them, and a plan with specs is run as it is."""
+"""The plan's stage specs (`tasks.planning.upgraded`): a plan written before the specs existed
+gets them derived as its run played them when it is read, and a plan with specs is run as it
+is."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import shutil
 from pathlib import Path
 
 from tabula.config import load_config
-from tabula.plan import IterationPlan, derive_seed, stage_specs
-from tasks.plan import specs_of
+from tabula.plan import IterationPlan, RunState, derive_seed, next_iteration, stage_specs
+from tasks.planning import read_plan, upgraded
 from tasks.run.codec import from_json
 from tasks.run.layout import RunLayout
 from tests.conftest import TINY
@@ -31,7 +32,9 @@ def test_an_old_plan_gets_the_specs_its_run_played(tmp_path: Path) -> None:
     plan = from_json(IterationPlan, json.loads((MARKERS / "plan.json").read_text()))
     assert plan.workers == () and plan.train is None  # written before the specs
     cfg = load_config(None, TINY)
-    workers, train = specs_of(cfg, layout, plan)
+    read = read_plan(cfg, layout, 1)
+    assert read is not None and read.train is not None
+    workers, train = read.workers, read.train
     assert [(w.worker, w.games, w.seed) for w in workers] == [
         (w, 2, derive_seed(plan.selfplay_seed, w)) for w in (0, 1)
     ]
@@ -41,7 +44,8 @@ def test_an_old_plan_gets_the_specs_its_run_played(tmp_path: Path) -> None:
     assert (train.window, train.parent, train.seed) == (plan.window, 0, plan.train_seed)
     # The record names no schedule (written before schedules were recorded): the config's,
     # as the training stage then used; no precision either: resolved when it trains.
-    assert list(train.lr_boundaries) == cfg.training.boundaries_for(cfg.pipeline.iterations)
+    unrecorded = next_iteration(cfg.training, RunState.first(cfg.pipeline.iterations))
+    assert train.lr_boundaries == unrecorded.lr_boundaries
     assert train.bf16 is None and train.steps == cfg.training.steps
 
 
@@ -51,6 +55,7 @@ def test_a_plan_with_specs_is_run_as_written(tmp_path: Path) -> None:
     cfg = load_config(None, TINY)
     written = stage_specs(cfg, plan, "elsewhere/model.pt", lambda w: f"out/{w}", 0.5, [3], True)
     other = load_config(None, [*TINY, "selfplay.games=9"])  # the config no longer counts
-    workers, train = specs_of(other, layout, written)
+    upgrade = upgraded(other, layout, written, (9,))
+    workers, train = upgrade.workers, upgrade.train
     assert (workers, train) == (written.workers, written.train)
     assert workers[0].champion == "elsewhere/model.pt" and train.lr_boundaries == (3,)

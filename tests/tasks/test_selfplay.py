@@ -12,6 +12,7 @@ from model.network import make_network
 from model.shards import read_shard, validate_shard
 from tabula.config import load_config
 from tabula.go.game import Game
+from tabula.plan import WorkerSpec
 from tabula.resign import ResignTrace, calibrate_samples
 from tabula.sgf import read_sgf, replay
 from tasks.selfplay import WorkerProgress, run_worker
@@ -41,22 +42,28 @@ def cfg():
     return load_config(None, OVERRIDES)
 
 
+def _spec(
+    cfg, model: str | Path, games: int, seed: int, iteration: int = 0, worker: int = 0
+) -> WorkerSpec:
+    """A worker's spec outside a run: ``model`` plays, resigning as ``cfg`` says."""
+    return WorkerSpec(iteration, worker, str(model), games, seed, "", cfg.selfplay.v_resign)
+
+
 @pytest.fixture(scope="module")
 def first_run(cfg, tmp_path_factory):
     out = tmp_path_factory.mktemp("a")
     seen: list[WorkerProgress] = []
-    result = run_worker(cfg, "random", out, games=5, seed=11, iteration=2, worker=1,
-                        progress=seen.append)  # fmt: skip
+    result = run_worker(cfg, _spec(cfg, "random", 5, 11, 2, 1), out, seen.append)
     return out, result, seen
 
 
 def test_same_seed_gives_identical_bytes(cfg, first_run, tmp_path: Path) -> None:
     out, result, _ = first_run
-    again = run_worker(cfg, "random", tmp_path, games=5, seed=11, iteration=2, worker=1)
+    again = run_worker(cfg, _spec(cfg, "random", 5, 11, 2, 1), tmp_path)
     assert [p.name for p in again.shards] == [p.name for p in result.shards]
     for a, b in zip(result.shards + result.sgfs, again.shards + again.sgfs, strict=True):
         assert a.read_bytes() == b.read_bytes(), a.name
-    other = run_worker(cfg, "random", tmp_path / "other", games=5, seed=12, iteration=2, worker=1)
+    other = run_worker(cfg, _spec(cfg, "random", 5, 12, 2, 1), tmp_path / "other")
     assert other.shards[0].read_bytes() != result.shards[0].read_bytes()
 
 
@@ -123,8 +130,8 @@ def test_resign_samples_feed_calibration(first_run) -> None:
 def test_checkpoint_model_and_small_shards(cfg, tmp_path: Path) -> None:
     net = make_network(5, 1, 8, seed=3, value_hidden=16)
     ckpt = save_checkpoint(tmp_path / "m.pt", net, {"model_id": "run/iter-0007"})
-    result = run_worker(cfg, ckpt, tmp_path / "out", games=3, seed=0, rows_per_shard=1,
-                        overlap=True)  # fmt: skip
+    spec = _spec(cfg, ckpt, 3, 0)
+    result = run_worker(cfg, spec, tmp_path / "out", rows_per_shard=1, overlap=True)
     assert len(result.shards) == 3 and result.model_id == "run/iter-0007"
     assert sum(len(read_shard(p).z) for p in result.shards) == result.positions
 
@@ -134,9 +141,10 @@ def test_fast_rows_left_unrecorded_keep_the_full_searches_only(tmp_path: Path) -
     positions only, each with its move number in the game and the planes of that position;
     the same seed with the fast rows recorded holds those rows and the others."""
     caps = [*OVERRIDES, "selfplay.full_search_fraction=0.5"]
-    every = run_worker(load_config(None, caps), "random", tmp_path / "a", games=4, seed=5)
-    full = run_worker(load_config(None, [*caps, "selfplay.record_fast_rows=false"]), "random",
-                      tmp_path / "b", games=4, seed=5)  # fmt: skip
+    every_cfg = load_config(None, caps)
+    full_cfg = load_config(None, [*caps, "selfplay.record_fast_rows=false"])
+    every = run_worker(every_cfg, _spec(every_cfg, "random", 4, 5), tmp_path / "a")
+    full = run_worker(full_cfg, _spec(full_cfg, "random", 4, 5), tmp_path / "b")
     all_rows = read_shard(every.shards[0], expect_board_size=5)
     rows = read_shard(full.shards[0], expect_board_size=5)
     assert full.positions == every.positions == len(all_rows.z)  # the same games were played
@@ -151,6 +159,6 @@ def test_fast_rows_left_unrecorded_keep_the_full_searches_only(tmp_path: Path) -
 
 def test_bad_model_and_bad_games(cfg, tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="missing.pt"):
-        run_worker(cfg, tmp_path / "missing.pt", tmp_path, games=1, seed=0)
+        run_worker(cfg, _spec(cfg, tmp_path / "missing.pt", 1, 0), tmp_path)
     with pytest.raises(ValueError, match="games"):
-        run_worker(cfg, "random", tmp_path, games=0, seed=0)
+        run_worker(cfg, _spec(cfg, "random", 0, 0), tmp_path)

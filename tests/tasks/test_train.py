@@ -16,7 +16,8 @@ from model.files import file_sha256
 from model.network import make_network, weights_sha256
 from model.shards import ShardError, write_shard
 from tabula.config import load_config
-from tasks.train import TrainError, train_stage
+from tabula.plan import RunState, TrainSpec, next_iteration
+from tasks.train import TrainError, _logger, train_stage
 
 N = 5
 OVERRIDES = [
@@ -47,9 +48,21 @@ def cfg():
     return load_config(None, OVERRIDES)
 
 
-def _stage(cfg, data: Path, out: Path, **kw):
-    args = dict(steps=5, seed=11, progress=False)
-    return train_stage(cfg, [data], out / "model.pt", **{**args, **kw})
+def _spec(cfg, window: list[Path], **kw) -> TrainSpec:
+    """A stage's spec: 5 steps, seed 11, the schedule of the config's run unless ``kw`` says."""
+    planned = next_iteration(cfg.training, RunState.first(cfg.pipeline.iterations))
+    window_ = tuple(str(w) for w in window)
+    args = dict(iteration=0, window=window_, parent=0, seed=11, steps=5, bf16=None)
+    args["lr_boundaries"] = planned.lr_boundaries
+    return TrainSpec(**{**args, **kw})
+
+
+def _stage(
+    cfg, data: Path, out: Path, *, init=None, logger=None, model_id=None, progress=False, **spec
+):
+    """``train_stage`` on ``data`` into ``out/model.pt``; ``spec``: `TrainSpec` fields."""
+    where = dict(init=init, logger=logger, model_id=model_id, progress=progress)
+    return train_stage(cfg, _spec(cfg, [data], **spec), out / "model.pt", **where)
 
 
 def test_export_carries_lineage_and_loads_weights_only(cfg, data: Path, tmp_path: Path) -> None:
@@ -118,7 +131,8 @@ def test_a_corrupt_shard_fails_with_its_name_before_training(
     bad.write_bytes(bad.read_bytes()[:-100])
     out = tmp_path / "out"
     with pytest.raises(ShardError, match=str(bad)):
-        train_stage(cfg, [data, bad.parent], out / "model.pt", steps=3, seed=0, progress=False)
+        spec = _spec(cfg, [data, bad.parent], steps=3, seed=0)
+        train_stage(cfg, spec, out / "model.pt", progress=False)
     assert not out.exists()
 
 
@@ -152,7 +166,7 @@ def test_logs_to_an_mlflow_run_it_does_not_end(
     exp = client.create_experiment("t", artifact_location=str(tmp_path / "artifacts"))
     run = client.create_run(exp).info.run_id
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    _stage(cfg, data, tmp_path / "m", steps=10, mlflow_run_id=run, tracking_uri=uri)
+    _stage(cfg, data, tmp_path / "m", steps=10, logger=_logger(uri, run))
     # Lightning's logger set it in-process; processes started later must not inherit it.
     assert "MLFLOW_TRACKING_URI" not in os.environ
     got = client.get_run(run)
@@ -170,15 +184,15 @@ def test_logs_to_an_mlflow_run_it_does_not_end(
     # A stage shorter than the logging interval logs every `steps` steps instead, so it
     # draws its point too: steps 10-13, logged where (step + 1) % 4 == 0.
     _stage(cfg, data, tmp_path / "m2", steps=4, init=tmp_path / "m" / "train.ckpt",
-           mlflow_run_id=run, tracking_uri=uri)  # fmt: skip
+           logger=_logger(uri, run))  # fmt: skip
     assert [m.step for m in client.get_metric_history(run, "loss")] == [9, 11]
 
 
 def test_stage_reports_its_steps_from_where_it_starts(cfg, data: Path, tmp_path: Path) -> None:
     first, second = [], []
-    a = _stage(cfg, data, tmp_path / "a", on_step=lambda d, t: first.append((d, t)))
+    a = _stage(cfg, data, tmp_path / "a", progress=lambda d, t: first.append((d, t)))
     _stage(
-        cfg, data, tmp_path / "b", init=a.ckpt, steps=3, on_step=lambda d, t: second.append((d, t))
+        cfg, data, tmp_path / "b", init=a.ckpt, steps=3, progress=lambda d, t: second.append((d, t))
     )
     assert first == [(k, 5) for k in range(1, 6)]
     assert second == [(k, 3) for k in range(1, 4)]  # a resumed run counts this stage's steps
