@@ -344,15 +344,14 @@ def next_iteration(training: TrainingConfig, state: RunState) -> NextIteration:
     planned = _planned_iterations(state)
     if state.asked is not None:
         planned = min(planned, state.asked)
-    spent = state.iteration > state.asked if state.asked is not None else False
-    if not state.started and _spent_fraction(state) >= 1.0:
-        spent = True
+    done = state.asked is not None and state.iteration > state.asked
+    spent = not state.started and _spent_fraction(state) >= 1.0
     if training.samples_per_row is None:
         total = planned * training.steps
     else:
         last = training.steps if state.last_steps is None else state.last_steps
         total = state.trained + max(planned - state.iteration + 1, 1) * last
-    return NextIteration(not spent, planned, _boundaries(training, total))
+    return NextIteration(not (done or spent), planned, _boundaries(training, total))
 
 
 def spent_fraction(
