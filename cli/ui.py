@@ -32,7 +32,7 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from tabula.errors import TabulaError
-from tasks.tracking import TAG_KIND, connect, experiment_name, is_uri, resolve_uri
+from tasks.tracking import TAG_KIND, experiment_name, find_experiment, is_uri, resolve_uri
 
 # The server is local: never ask an HTTP proxy from the environment for it.
 _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -93,33 +93,16 @@ def experiment_links(experiment_id: str, base: str | None = None) -> ExperimentL
     )
 
 
-def find_experiment(
-    tracking_uri: str, project: Path | None = None, run: str | None = None
-) -> tuple[str, str] | None:
-    """The name and id of the project's experiment (``tasks.tracking.experiment_name``), or of
-    ``run``'s own experiment ``tabula/<run>`` where a run begun before one experiment held every
-    run of a project stays (``tasks.runs``); None while the store or the experiment is missing.
-    """
-    uri = resolve_uri(tracking_uri, project)
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
-        return None  # (connecting would create the store)
-    client = connect(tracking_uri, project)
-    for name in ([f"tabula/{run}"] if run else []) + [experiment_name()]:
-        found = client.get_experiment_by_name(name)
-        if found is not None and found.lifecycle_stage == "active":
-            return found.name, found.experiment_id
-    return None
-
-
 def experiment_lines(
     tracking_uri: str,
     base: str | None = None,
     project: Path | None = None,
     run: str | None = None,
 ) -> list[str]:
-    """Two lines with the runs and charts links of the experiment (`find_experiment`) on the
-    UI at ``base`` (default: the tracking server itself when the store is one, else
-    ``ui_url()``), or one line saying there is no experiment yet."""
+    """Two lines with the runs and charts links of the experiment
+    (`tasks.tracking.find_experiment`: ``run``'s, else the project's) on the UI at ``base``
+    (default: the tracking server itself when the store is one, else ``ui_url()``), or one
+    line saying there is no experiment yet."""
     found = find_experiment(tracking_uri, project, run)
     if found is None:
         return [f"no experiment {experiment_name()!r} in the store yet: run the pipeline first"]

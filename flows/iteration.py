@@ -17,10 +17,9 @@ from prefect.runtime import flow_run
 from tabula.config import Config, parse_config
 from tabula.ladder import anchor_label
 from tabula.plan import IterationPlan, NextIteration, derive_seed
-from tasks import runs as mlflow_runs
+from tasks import tracking
 from tasks.commits import dvc_commit, record_lineage
 from tasks.evaluate import anchor_match, anchors_to_play, elo_of, gate, ratings
-from tasks.lineage import checkpoint_tags
 from tasks.planning import plan
 from tasks.promote import promote
 from tasks.run.cputime import Laps
@@ -30,6 +29,7 @@ from tasks.run.records import EvaluationRecord, PromotionRecord, SelfplayRecord,
 from tasks.run.summary import SummaryRow
 from tasks.selfplay import calibrate, selfplay_worker
 from tasks.stage_files import write_iteration_stages
+from tasks.tracking import Tracking
 from tasks.train import train, window_hashes
 from tasks.watch import IterationProgress, publish_summary
 
@@ -44,7 +44,7 @@ STAGE_RECORDS = {
 
 @resumable(Stage.SELFPLAY, SelfplayRecord)
 def run_selfplay(
-    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], laps: Laps
+    cfg: Config, layout: RunLayout, plan: IterationPlan, track: Tracking, laps: Laps
 ) -> SelfplayRecord:
     """Play iteration ``plan.iteration``'s games as its worker specs say."""
     i = plan.iteration
@@ -54,31 +54,31 @@ def run_selfplay(
     hashes = dvc_commit(layout, i, Stage.SELFPLAY.value)
     v_resign = plan.workers[0].v_resign if plan.workers else None
     totals = calibrate(records, i, v_resign, cfg.selfplay.resign_false_positive_target, hashes)
-    mlflow_runs.log_metrics(cfg, layout, runs, mlflow_runs.metrics_of(totals, "selfplay/"), step=i)
-    mlflow_runs.log_datasets(cfg, layout, runs[0], hashes, context="selfplay")
+    tracking.log_metrics(track, tracking.metrics_of(totals, "selfplay/"), step=i)
+    tracking.log_datasets(track, hashes, context="selfplay")
     return totals
 
 
 @resumable(Stage.TRAIN, TrainRecord)
 def run_train(
-    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], laps: Laps
+    cfg: Config, layout: RunLayout, plan: IterationPlan, track: Tracking, laps: Laps
 ) -> TrainRecord:
     """Train iteration ``plan.iteration`` as its spec says."""
     i, spec = plan.iteration, plan.train
     assert spec is not None  # (`tasks.planning.plan` gives every plan its specs)
     with laps.lap(Stage.TRAIN.value):  # the steps; what follows records them
-        trained = train(cfg, layout, spec, runs[0], mlflow_runs.tracking_uri(cfg, layout))
+        trained = train(cfg, layout, spec, track.run_id, track.uri)
     hashes = dvc_commit(layout, i, Stage.TRAIN.value)
     window = window_hashes(layout, spec.window)
-    mlflow_runs.log_datasets(cfg, layout, runs[0], window, context="training")
-    metrics = mlflow_runs.metrics_of(trained, "train/")
-    mlflow_runs.log_metrics(cfg, layout, runs[1:], metrics, step=i)
+    tracking.log_datasets(track, window, context="training")
+    metrics = tracking.metrics_of(trained, "train/")  # (the iteration's run has them by step)
+    tracking.log_metrics(track, metrics, step=i, on="pipeline")
     return TrainRecord(trained=trained, hashes=hashes, window=window)
 
 
 @resumable(Stage.EVALUATE, EvaluationRecord)
 def run_evaluate(
-    cfg: Config, layout: RunLayout, plan: IterationPlan, runs: list[str], laps: Laps
+    cfg: Config, layout: RunLayout, plan: IterationPlan, track: Tracking, laps: Laps
 ) -> EvaluationRecord:
     i = plan.iteration
     with laps.lap(Stage.EVALUATE.value):  # the games
@@ -99,12 +99,9 @@ def run_evaluate(
         hashes=hashes,
         elo=elo_of(layout, i, table),
     )
-    mlflow_runs.log_metrics(cfg, layout, runs, mlflow_runs.evaluation_metrics(result), step=i)
-    mlflow_runs.log_artifacts(
-        cfg,
-        layout,
-        runs[0],
-        {str(layout.match(i)): "evaluation", str(layout.elo_plot): "plots"},
+    tracking.log_metrics(track, tracking.evaluation_metrics(result), step=i)
+    tracking.log_artifacts(
+        track, {str(layout.match(i)): "evaluation", str(layout.elo_plot): "plots"}
     )
     return result
 
@@ -116,23 +113,17 @@ def run_promote(
     plan: IterationPlan,
     evaluation: EvaluationRecord,
     train: TrainRecord,
-    runs: list[str],
+    track: Tracking,
     tags: dict[str, str],
 ) -> PromotionRecord:
     i = plan.iteration
     promoted = evaluation.gate.decision.promoted
     sha256 = train.trained.result.weights_sha256
-    lineage = checkpoint_tags(layout, plan, train, tags)
-    version = mlflow_runs.register(cfg, layout, runs[0], i, sha256, lineage, champion=promoted)
+    lineage = tracking.checkpoint_tags(layout, plan, train, tags)
+    version = tracking.register(track, layout.model(i), sha256, lineage, champion=promoted)
     result = promote(layout, i, promoted, version)
-    mlflow_runs.log_metrics(
-        cfg,
-        layout,
-        runs,
-        {"promoted": float(promoted)},
-        step=i,
-        tags={"tabula.champion_iteration": result.champion},
-    )
+    champion = {tracking.TAG_CHAMPION: result.champion}
+    tracking.log_metrics(track, {"promoted": float(promoted)}, step=i, tags=champion)
     return result
 
 
@@ -142,30 +133,29 @@ def iteration(
     project: str,
     run: str,
     i: int,
-    parent_run_id: str,
+    pipeline_run: Tracking,
     tags: dict[str, str],
     planned: NextIteration,
 ) -> SummaryRow:
     """Run (or resume) iteration ``i`` of ``run`` as ``planned`` (`tasks.planning.upcoming`:
     the rate schedule fits the run it is planned for); returns its summary row, with the
-    CPU-seconds of each stage (`_stages`)."""
+    CPU-seconds of each stage (`_stages`); its MLflow run is a child of ``pipeline_run``'s."""
     laps = Laps("bookkeeping")
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
     made = plan(cfg, layout, i, planned)
     write_iteration_stages(layout, made)
     tags = {**tags, "prefect.flow_run_id": str(flow_run.id or "")}
-    child = mlflow_runs.open_iteration_run(cfg, layout, i, parent_run_id, tags)
-    runs = [child, parent_run_id]
+    track = tracking.open_iteration_run(cfg, pipeline_run, i, tags)
     try:  # (from here on, a stop ends the child run FAILED or KILLED)
-        row = _stages(cfg, layout, made, runs, tags, laps)
+        row = _stages(cfg, layout, made, track, tags, laps)
         cpu = laps.totals()
         metrics = {f"cpu/{stage}_s": seconds for stage, seconds in cpu.items()}
-        mlflow_runs.log_metrics(cfg, layout, runs[:1], metrics, step=i)
+        tracking.log_metrics(track, metrics, step=i, on="iteration")
     except BaseException as error:  # the child run ends FAILED, or KILLED on an interrupt
-        mlflow_runs.fail(cfg, layout, [child], error)
+        tracking.fail(track, error)
         raise
-    mlflow_runs.finish(cfg, layout, child)
+    tracking.finish(track)
     return dataclasses.replace(row, stage_cpu_s=cpu)
 
 
@@ -173,7 +163,7 @@ def _stages(
     cfg: Config,
     layout: RunLayout,
     plan: IterationPlan,
-    runs: list[str],
+    track: Tracking,
     tags: dict[str, str],
     laps: Laps,
 ) -> SummaryRow:
@@ -182,16 +172,16 @@ def _stages(
     ratings (the Elo fit and curve) and the promotion; everything else (the plan, DVC commits,
     MLflow, the lineage commit) is bookkeeping."""
     i = plan.iteration
-    progress = IterationProgress(layout, i, runs[0], mlflow_runs.run_link(cfg, layout, runs[0]))
+    progress = IterationProgress(layout, i, track.run_id, tracking.run_link(track))
     found = {s for s, r in STAGE_RECORDS.items() if finished(layout, i, s, r) is not None}
-    selfplay = run_selfplay(cfg, layout, plan, runs, laps)
+    selfplay = run_selfplay(cfg, layout, plan, track, laps)
     progress.done(Stage.SELFPLAY, selfplay, Stage.SELFPLAY in found)
-    train = run_train(cfg, layout, plan, runs, laps)
+    train = run_train(cfg, layout, plan, track, laps)
     progress.done(Stage.TRAIN, train, Stage.TRAIN in found)
-    evaluation = run_evaluate(cfg, layout, plan, runs, laps)
+    evaluation = run_evaluate(cfg, layout, plan, track, laps)
     progress.done(Stage.EVALUATE, evaluation, Stage.EVALUATE in found)
     with laps.lap(Stage.PROMOTE.value):
-        promotion = run_promote(cfg, layout, plan, evaluation, train, runs, tags)
+        promotion = run_promote(cfg, layout, plan, evaluation, train, track, tags)
     progress.done(Stage.PROMOTE, promotion, Stage.PROMOTE in found)
     message = f"{layout.run}: iteration {i} (code {tags.get('git_commit')})"
     record_lineage(layout, i, message)

@@ -24,7 +24,6 @@ from flows.api import prefect_api, require_api_for
 from flows.iteration import iteration
 from tabula.config import Config, parse_config
 from tabula.plan import derive_seed
-from tasks import runs as mlflow_runs
 from tasks import tracking, versioning
 from tasks.commits import dvc_commit
 from tasks.frozen_config import freeze_config
@@ -72,7 +71,7 @@ def pipeline(
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
     tags = _start(cfg, layout)
-    parent = mlflow_runs.open_pipeline_run(cfg, layout, tags)
+    track = tracking.open_pipeline_run(cfg, layout, tags)
     one = iteration.with_options(task_runner=_task_runner(cfg.selfplay.workers, dask_address))
     meter = metered(layout, core_hours, hours, cpu_start)
     rows: list[SummaryRow] = []
@@ -83,14 +82,14 @@ def pipeline(
                 break  # the iterations asked for are done, or the budget is spent
             row = closed_row(layout, i)
             if row is None:
-                row = one(config_yaml, project, run, i, parent, tags, planned)
+                row = one(config_yaml, project, run, i, track, tags, planned)
                 settle_heap()
                 row = charge(layout, meter, row)
             rows.append(row)
     except BaseException as error:  # the parent run ends FAILED, or KILLED on an interrupt,
-        mlflow_runs.fail(cfg, layout, [parent], error, and_running=True)  # a child's too
+        tracking.fail(track, error, and_running=True)  # a child's too
         raise
-    mlflow_runs.finish(cfg, layout, parent)
+    tracking.finish(track)
     return _closing(layout, rows)
 
 
@@ -170,7 +169,7 @@ def run_pipeline(
     """Lock the run, freeze its config and run the pipeline flow; returns the summary rows.
 
     A tracking store that cannot be reached (`tasks.tracking.require_reachable`), a run name
-    that another tabula run holds in it (`tasks.runs.require_own_name`), or a Dask scheduler on
+    that another tabula run holds in it (`tasks.tracking.require_own_name`), or a Dask scheduler on
     another machine with no Prefect server named (`flows.api.require_api_for`), is refused
     first, in seconds and in one line, before anything of the run is made on disk, in git or in
     MLflow.
@@ -186,12 +185,12 @@ def run_pipeline(
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, cfg.pipeline.name)
     tracking.require_reachable(cfg.pipeline.mlflow_tracking_uri, layout.project)
     versioning.require_run_files(layout.project, layout.run, layout.rel(layout.params))
-    mlflow_runs.require_own_name(cfg, layout)
+    tracking.require_own_name(cfg, layout)
     with RunLock(layout):
         resumed = layout.params.exists()
         text = freeze_config(cfg, layout)
         if resumed:  # the runs a killed process left RUNNING say so
-            mlflow_runs.mark_killed(cfg, layout)
+            tracking.mark_killed(cfg, layout)
         n = asked_iterations(cfg, layout, iterations, core_hours, hours)
         with prefect_api(cfg.pipeline.prefect_api_url):
             return pipeline(

@@ -2,7 +2,7 @@
 
 At the bottom, ``tasks.run``: the run on disk (layout, records, markers, budget), Prefect-free.
 Above it, one module per stage with its work and its Prefect task (``plan``, ``selfplay``,
-``train``, ``evaluate``, ``promote``); the adapters named for what they talk to (``tracking``
-and ``runs``: MLflow; ``versioning`` and ``lineage``: DVC and git; ``engines``: GTP
+``train``, ``evaluate``, ``promote``); the adapters named for what they talk to (the package
+``tracking``: MLflow; ``versioning`` and ``lineage``: DVC and git; ``engines``: GTP
 processes); ``watch``: what a person watching a run sees; ``reproduce``: rebuilding a stage.
 """

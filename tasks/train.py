@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -43,7 +42,7 @@ import pytorch_lightning as pl
 import torch
 from prefect import task
 from pytorch_lightning.callbacks import Callback, TQDMProgressBar
-from pytorch_lightning.loggers import Logger, MLFlowLogger
+from pytorch_lightning.loggers import Logger
 
 from model.checkpoint import (
     CheckpointError,
@@ -67,6 +66,7 @@ from tasks.retry import IO_RETRIES
 from tasks.run.layout import RunLayout, relative_to, reset_dir
 from tasks.run.markers import finished
 from tasks.run.records import SelfplayRecord, Stage, Trained, TrainResult
+from tasks.tracking.logger import lightning_logger
 from tasks.versioning import code_commit, status
 from tasks.watch import reporting
 
@@ -75,30 +75,6 @@ CKPT_NAME = "train.ckpt"
 
 class TrainError(TabulaError, ValueError):
     """A training stage cannot start: bad ``init``, a network that does not fit; one line."""
-
-
-class _BorrowedRunLogger(MLFlowLogger):
-    """MLFlowLogger writing into a run the caller owns: it neither logs Lightning's hparams
-    (the tracking task logs the config once; MLflow params are immutable) nor ends the run,
-    nor leaves ``MLFLOW_TRACKING_URI`` set in the process's environment (MLflow's
-    ``set_tracking_uri``, which it calls, sets it; processes started later would inherit it)."""
-
-    @property
-    def experiment(self) -> Any:
-        before = os.environ.get("MLFLOW_TRACKING_URI")
-        try:
-            return super().experiment
-        finally:
-            if before is None:
-                os.environ.pop("MLFLOW_TRACKING_URI", None)
-            else:
-                os.environ["MLFLOW_TRACKING_URI"] = before
-
-    def log_hyperparams(self, params: Any) -> None:
-        return None
-
-    def finalize(self, status: str = "success") -> None:
-        return None
 
 
 class _PeriodicCheckpoint(Callback):
@@ -174,15 +150,6 @@ def _quiet_and_deterministic() -> Iterator[None]:
     finally:
         torch.use_deterministic_algorithms(was)
         lg.setLevel(level)
-
-
-def _logger(tracking_uri: str | None, run_id: str | None) -> Logger | None:
-    """Lightning's MLflow logger on the caller's run (a new run if none), or no logger."""
-    if tracking_uri is None:
-        return None
-    return _BorrowedRunLogger(
-        tracking_uri=tracking_uri, run_id=run_id, experiment_name="tabula-train"
-    )
 
 
 def _callbacks(
@@ -439,7 +406,7 @@ def train(
         out / layout.model(i).name,
         init=training_init(layout, spec.parent),
         project=layout.project,
-        logger=_logger(tracking_uri, mlflow_run_id),
+        logger=lightning_logger(tracking_uri, mlflow_run_id),
         model_id=layout.model_id(i),
         progress=show,
     )

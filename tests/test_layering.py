@@ -35,9 +35,11 @@ FORBIDDEN_LIBS = {
     },
     "model": {"prefect", "prefect_dask", "mlflow", "dvc", "dask", "distributed"},
     "tasks": set(),
-    "flows": {"mlflow", "dvc"},  # only tasks/ touches MLflow and DVC
+    "flows": {"mlflow", "dvc"},  # only tasks/ touches MLflow (`MLFLOW_HOME`) and DVC
     "cli": set(),
 }
+#: The one package that imports MLflow, Lightning's MLflow logger included (issue 37).
+MLFLOW_HOME = ROOT / "tasks" / "tracking"
 #: What the run on disk (tasks/run/) never loads, directly or through what it imports.
 HEAVY = {"torch", "pytorch_lightning", "lightning", "prefect", "mlflow", "dvc", "dask"}
 
@@ -66,6 +68,17 @@ def test_imports_point_one_way(layer: str) -> None:
         if bad:
             violations.append(f"{path.relative_to(ROOT)} imports {sorted(bad)}")
     assert not violations, "layering broken:\n" + "\n".join(violations)
+
+
+def test_only_the_tracking_package_imports_mlflow() -> None:
+    outside = [
+        str(path.relative_to(ROOT))
+        for layer in [*LAYERS, "bench"]
+        for path in _modules(layer)
+        if MLFLOW_HOME not in path.parents
+        and ("mlflow" in _imported_roots(path) or "MLFlowLogger" in path.read_text())
+    ]
+    assert not outside, "MLflow imported outside tasks/tracking/:\n" + "\n".join(outside)
 
 
 def _module_name(path: Path) -> str:

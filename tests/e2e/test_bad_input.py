@@ -441,13 +441,13 @@ def test_a_run_name_another_project_holds_in_the_store_is_one_line_and_nothing_b
     """Two projects that share a tracking store: the second's run of the same name would log
     into the first's MLflow runs and mark them KILLED on its resumes; it is refused."""
     from tabula.config import load_config
-    from tasks import runs, tracking
+    from tasks import tracking
     from tasks.run.layout import RunLayout
 
     store = f"pipeline.mlflow_tracking_uri=sqlite:///{tmp_path / 'shared' / 'mlflow.db'}"
     cfg = load_config(None, [*TINY, store])
     first = RunLayout(tmp_path / "first", cfg.pipeline.data_dir, cfg.pipeline.name)
-    parent = runs.open_pipeline_run.fn(cfg, first, {})
+    parent = tracking.open_pipeline_run.fn(cfg, first, {}).run_id
     project = empty_project(tmp_path / "project")
     before = {p.name for p in project.iterdir()}, _git_state(project)
     args = ["run", *(a for item in [*TINY, store] for a in ("--set", item))]

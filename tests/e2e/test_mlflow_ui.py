@@ -434,6 +434,7 @@ def test_experiment_lines_link_the_project_experiment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tasks import tracking
+    from tasks.tracking import store
 
     monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
@@ -442,8 +443,8 @@ def test_experiment_lines_link_the_project_experiment(
     ]
     assert not (tmp_path / "mlflow.db").exists()  # looking creates no store
     client = tracking.connect(uri)
-    project = tracking.experiment(client, "tabula", tmp_path / "artifacts")
-    legacy = tracking.experiment(client, "tabula/old", tmp_path / "artifacts")
+    project = store.experiment(client, "tabula", tmp_path / "artifacts")
+    legacy = store.experiment(client, "tabula/old", tmp_path / "artifacts")
     base = "http://127.0.0.1:5123"
     for run, (name, exp) in {
         None: ("tabula", project),

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tabula.config import load_config
-from tasks import runs as mlflow_runs
+from tasks import tracking
 from tasks.run.layout import RunLayout
 from tests import pipeline_runs as runs
 from tests.conftest import TINY
@@ -35,7 +35,7 @@ def test_sigkill_leaves_runs_that_the_resume_marks_killed(prefect_server, projec
     assert runs.statuses(project) == {"pipeline": "RUNNING", "iter-1": "RUNNING"}  # nobody said
     cfg = load_config(None, TINY)
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
-    assert len(mlflow_runs.mark_killed(cfg, layout)) == 2  # what run_pipeline does under the lock
+    assert len(tracking.mark_killed(cfg, layout)) == 2  # what run_pipeline does under the lock
     assert runs.statuses(project) == {"pipeline": "KILLED", "iter-1": "KILLED"}
     runs.run(project, 1, prefect_server)  # the resume reopens and finishes them
     assert runs.statuses(project) == {"pipeline": "FINISHED", "iter-1": "FINISHED"}

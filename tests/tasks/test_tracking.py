@@ -16,6 +16,7 @@ from typing import ClassVar
 import pytest
 
 from tasks import tracking
+from tasks.tracking import identity, preflight, runs, store
 
 
 @pytest.mark.parametrize(
@@ -27,14 +28,14 @@ from tasks import tracking
 )
 def test_an_artifact_uri_gets_one_folder_per_experiment(tmp_path: Path, root, expected):
     client = tracking.connect(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    found = client.get_experiment(tracking.experiment(client, "tabula/x", root))
+    found = client.get_experiment(store.experiment(client, "tabula/x", root))
     assert found.artifact_location == expected
 
 
 def test_a_local_artifact_root_is_resolved(tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     client = tracking.connect(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    found = client.get_experiment(tracking.experiment(client, "tabula/x", "mlflow/artifacts"))
+    found = client.get_experiment(store.experiment(client, "tabula/x", "mlflow/artifacts"))
     assert Path(found.artifact_location.removeprefix("file://")) == (
         tmp_path / "mlflow" / "artifacts" / "tabula_x"
     )
@@ -64,7 +65,7 @@ class _DatabaseDown(http.server.BaseHTTPRequestHandler):
 def server_without_database(monkeypatch) -> Iterator[tuple[str, list[str]]]:
     """The URL of a server answering 503 to everything, and the paths it was asked for; the
     environment leaves MLflow's HTTP settings unset."""
-    for name in tracking.PREFLIGHT_HTTP:
+    for name in preflight.PREFLIGHT_HTTP:
         monkeypatch.delenv(name, raising=False)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _DatabaseDown)
     _DatabaseDown.requests = []
@@ -87,8 +88,8 @@ def test_a_server_answering_5xx_is_one_line_after_bounded_retries(server_without
         f"MLflow store {url} cannot be reached: too many 503 error responses "
         "(start it, or set pipeline.mlflow_tracking_uri)"
     )
-    assert len(requests) == 1 + tracking.PREFLIGHT_HTTP["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
-    assert not any(name in os.environ for name in tracking.PREFLIGHT_HTTP)  # restored
+    assert len(requests) == 1 + preflight.PREFLIGHT_HTTP["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+    assert not any(name in os.environ for name in preflight.PREFLIGHT_HTTP)  # restored
 
 
 def test_fewer_retries_asked_for_are_kept_and_restored(server_without_database, monkeypatch):
@@ -98,7 +99,7 @@ def test_fewer_retries_asked_for_are_kept_and_restored(server_without_database, 
         tracking.require_reachable(url)
     assert len(requests) == 1
     assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "0"
-    assert not any(name in os.environ for name in list(tracking.PREFLIGHT_HTTP)[1:])
+    assert not any(name in os.environ for name in list(preflight.PREFLIGHT_HTTP)[1:])
 
 
 def test_a_password_in_the_store_is_not_shown():
@@ -124,24 +125,48 @@ def _closed_port() -> int:
 
 
 def test_a_stop_ends_every_run_of_its_tabula_run_and_no_other(tmp_path: Path):
-    """The pipeline's stop (`tasks.runs.fail`, and_running) ends its own run and an iteration's
-    that MLflow created before the flow had its id, KILLED for an interrupt; the runs of
-    another tabula run in the same experiment stay as they are."""
+    """The pipeline's stop (`tasks.tracking.fail`, and_running) ends its own run and an
+    iteration's that MLflow created before the flow had its id, KILLED for an interrupt; the
+    runs of another tabula run in the same experiment stay as they are."""
     from tabula.config import load_config
-    from tasks import runs
     from tasks.run.layout import RunLayout
     from tests.conftest import TINY
 
     cfg = load_config(None, TINY)
     mine = RunLayout(tmp_path, cfg.pipeline.data_dir, cfg.pipeline.name)
     other = RunLayout(tmp_path, cfg.pipeline.data_dir, "other")
-    parent = runs.open_pipeline_run.fn(cfg, mine, {})
-    child = runs.open_iteration_run.fn(cfg, mine, 1, parent, {})
-    theirs = runs.open_pipeline_run.fn(cfg, other, {})
-    runs.fail(cfg, mine, [parent], KeyboardInterrupt(), and_running=True)
+    parent = tracking.open_pipeline_run.fn(cfg, mine, {})
+    child = tracking.open_iteration_run.fn(cfg, parent, 1, {}).run_id
+    theirs = tracking.open_pipeline_run.fn(cfg, other, {}).run_id
+    tracking.fail(parent, KeyboardInterrupt(), and_running=True)
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, tmp_path)
-    status = {r: client.get_run(r).info.status for r in (parent, child, theirs)}
-    assert status == {parent: "KILLED", child: "KILLED", theirs: "RUNNING"}
+    status = {r: client.get_run(r).info.status for r in (parent.run_id, child, theirs)}
+    assert status == {parent.run_id: "KILLED", child: "KILLED", theirs: "RUNNING"}
+
+
+def test_the_handle_names_its_runs_and_pickles(tmp_path: Path):
+    """An iteration's handle: its run, the pipeline's, or both (the log tasks' ``on``); a
+    pipeline's handle names its own run for either; strings only, so it crosses to a Dask
+    worker in another process as it is."""
+    import pickle
+
+    pipeline = tracking.Tracking("sqlite:////x/mlflow.db", "1", "r", "u", "tabula-r", "p")
+    child = pipeline.child("c")
+    assert (child.parent_id, child.pipeline_id, child.uid) == ("p", "p", "u")
+    assert [child.ids(s) for s in ("iteration", "pipeline", "both")] == [["c"], ["p"], ["c", "p"]]
+    assert [pipeline.ids(s) for s in ("iteration", "pipeline", "both")] == [["p"]] * 3
+    assert pickle.loads(pickle.dumps(child)) == child
+
+
+def test_one_client_per_process_and_store(tmp_path: Path):
+    """Every task's `connect` of a store, by any thread, gets the process's one client."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with ThreadPoolExecutor(4) as pool:
+        clients = list(pool.map(lambda _: tracking.connect(uri), range(8)))
+    assert all(c is clients[0] for c in clients)
+    assert tracking.connect("sqlite:///mlflow.db", tmp_path) is clients[0]  # (resolved alike)
 
 
 # -- two projects, one store: each run finds only its own ------------------------------------
@@ -159,54 +184,55 @@ def _shared(tmp_path: Path, project: str):
 
 
 def test_a_name_another_project_holds_in_a_shared_store_is_refused(tmp_path: Path):
-    from tasks import runs
+    import dataclasses
 
     cfg, first = _shared(tmp_path, "first")
     _, second = _shared(tmp_path, "second")
-    runs.require_own_name(cfg, first)  # a store not there yet holds no run
+    tracking.require_own_name(cfg, first)  # a store not there yet holds no run
     assert not (tmp_path / "shared").exists()  # and is not created
-    parent = runs.open_pipeline_run.fn(cfg, first, {})
-    child = runs.open_iteration_run.fn(cfg, first, 1, parent, {})
-    runs.require_own_name(cfg, first)  # its own name, on resume
-    with pytest.raises(runs.RunNameTakenError) as refused:
-        runs.require_own_name(cfg, second)
+    track = tracking.open_pipeline_run.fn(cfg, first, {})
+    parent = track.run_id
+    child = tracking.open_iteration_run.fn(cfg, track, 1, {}).run_id
+    tracking.require_own_name(cfg, first)  # its own name, on resume
+    with pytest.raises(tracking.RunNameTakenError) as refused:
+        tracking.require_own_name(cfg, second)
     assert str(refused.value).startswith(f"run {first.run!r}: MLflow store sqlite:///")
     assert f"(MLflow run {parent})" in str(refused.value)
     assert not second.root.exists()
     # A second project that got its own identity anyway never touches the first's runs.
     second.params.parent.mkdir(parents=True)
     second.params.write_text("{}\n")
-    runs.run_uid(second)
-    with pytest.raises(runs.RunNameTakenError):
-        runs.open_pipeline_run.fn(cfg, second, {})
-    assert runs.mark_killed(cfg, second) == []
+    identity.run_uid(second)
+    with pytest.raises(tracking.RunNameTakenError):
+        tracking.open_pipeline_run.fn(cfg, second, {})
+    assert tracking.mark_killed(cfg, second) == []
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, first.project)
-    exp = tracking.experiment(client, tracking.experiment_name(), None)
-    assert tracking.running(client, exp, second.run, runs.read_uid(second)) == []  # a stop's
-    runs.fail(cfg, second, [], KeyboardInterrupt(), and_running=True)
+    exp = store.experiment(client, tracking.experiment_name(), None)
+    assert identity.running(client, exp, second.run, tracking.read_uid(second)) == []  # a stop's
+    elsewhere = client.create_run(store.experiment(client, "elsewhere", None)).info.run_id
+    theirs = dataclasses.replace(track, uid=tracking.read_uid(second), run_id=elsewhere)
+    tracking.fail(theirs, KeyboardInterrupt(), and_running=True)  # the second's stop
     assert {client.get_run(r).info.status for r in (parent, child)} == {"RUNNING"}
-    assert sorted(runs.mark_killed(cfg, first)) == sorted([parent, child])
+    assert sorted(tracking.mark_killed(cfg, first)) == sorted([parent, child])
     tags = client.get_run(child).data.tags
-    assert tags[tracking.TAG_UID] == runs.read_uid(first) != runs.read_uid(second)
+    assert tags[tracking.TAG_UID] == tracking.read_uid(first) != tracking.read_uid(second)
 
 
 def test_a_run_begun_before_identities_keeps_its_runs(tmp_path: Path):
     """A resumed run without a ``uid`` file adopts the runs of its name that have none; a new
     run of that name, or a resumed one when only another's runs are there, is refused."""
-    from tasks import runs
-
     cfg, layout = _shared(tmp_path, "project")
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, layout.project)
-    exp = tracking.experiment(client, tracking.experiment_name(), None)
+    exp = store.experiment(client, tracking.experiment_name(), None)
     key = {tracking.TAG_RUN: layout.run, tracking.TAG_KIND: "pipeline"}
-    older = tracking.find_or_create_run(client, exp, key, layout.run)  # as earlier versions did
-    with pytest.raises(runs.RunNameTakenError):
-        runs.require_own_name(cfg, layout)  # a new run: the name is taken
+    older = runs.find_or_create_run(client, exp, key, layout.run)  # as earlier versions did
+    with pytest.raises(tracking.RunNameTakenError):
+        tracking.require_own_name(cfg, layout)  # a new run: the name is taken
     layout.params.parent.mkdir(parents=True)
     layout.params.write_text("{}\n")  # the run's folder: it is that run, resumed
-    runs.require_own_name(cfg, layout)
-    assert runs.open_pipeline_run.fn(cfg, layout, {}) == older
-    assert client.get_run(older).data.tags[tracking.TAG_UID] == runs.read_uid(layout)
+    tracking.require_own_name(cfg, layout)
+    assert tracking.open_pipeline_run.fn(cfg, layout, {}).run_id == older
+    assert client.get_run(older).data.tags[tracking.TAG_UID] == tracking.read_uid(layout)
 
 
 @pytest.mark.parametrize(
@@ -225,12 +251,10 @@ def test_a_run_begun_before_identities_keeps_its_runs(tmp_path: Path):
     ],
 )
 def test_which_pipeline_run_is_the_runs_own(found, uid, resumed, own):
-    from tasks import runs
-
     if own == "taken":
         said = r"^here holds a run of that name .* copy that folder's uid file here"
         said = said if resumed else r"^here already holds a run of that name .* delete that"
-        with pytest.raises(runs.RunNameTakenError, match=said):
-            runs.own_pipeline_run(found, uid, resumed, "here")
+        with pytest.raises(tracking.RunNameTakenError, match=said):
+            identity.own_pipeline_run(found, uid, resumed, "here")
     else:
-        assert runs.own_pipeline_run(found, uid, resumed, "here") == own
+        assert identity.own_pipeline_run(found, uid, resumed, "here") == own

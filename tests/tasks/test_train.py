@@ -17,7 +17,8 @@ from model.network import make_network, weights_sha256
 from model.shards import ShardError, write_shard
 from tabula.config import load_config
 from tabula.plan import RunState, TrainSpec, next_iteration
-from tasks.train import TrainError, _logger, train_stage
+from tasks.tracking.logger import lightning_logger
+from tasks.train import TrainError, train_stage
 
 N = 5
 OVERRIDES = [
@@ -166,7 +167,7 @@ def test_logs_to_an_mlflow_run_it_does_not_end(
     exp = client.create_experiment("t", artifact_location=str(tmp_path / "artifacts"))
     run = client.create_run(exp).info.run_id
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    _stage(cfg, data, tmp_path / "m", steps=10, logger=_logger(uri, run))
+    _stage(cfg, data, tmp_path / "m", steps=10, logger=lightning_logger(uri, run))
     # Lightning's logger set it in-process; processes started later must not inherit it.
     assert "MLFLOW_TRACKING_URI" not in os.environ
     got = client.get_run(run)
@@ -184,7 +185,7 @@ def test_logs_to_an_mlflow_run_it_does_not_end(
     # A stage shorter than the logging interval logs every `steps` steps instead, so it
     # draws its point too: steps 10-13, logged where (step + 1) % 4 == 0.
     _stage(cfg, data, tmp_path / "m2", steps=4, init=tmp_path / "m" / "train.ckpt",
-           logger=_logger(uri, run))  # fmt: skip
+           logger=lightning_logger(uri, run))  # fmt: skip
     assert [m.step for m in client.get_metric_history(run, "loss")] == [9, 11]
 
 

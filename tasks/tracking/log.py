@@ -1,0 +1,212 @@
+"""The Prefect tasks that record a run in MLflow: open its pipeline run and each iteration's
+(each returns the `Tracking` handle the flow passes on), log metrics, datasets, artifacts and
+model versions to a handle's runs, and end them.
+
+Every task takes the handle, never the config: the store, experiment and run ids were found
+once, when the run opened.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+
+from tabula.config import Config, config_to_flat_dict
+from tasks.retry import IO_RETRIES
+from tasks.run.codec import to_json
+from tasks.run.layout import RunLayout
+from tasks.run.records import EvaluationRecord
+from tasks.tracking.identity import (
+    own_pipeline_run,
+    pipeline_runs,
+    run_experiment,
+    run_uid,
+    running,
+    where,
+)
+from tasks.tracking.registry import CHAMPION, register_checkpoint
+from tasks.tracking.runs import (
+    Scope,
+    Tracking,
+    create_run,
+    end_run,
+    end_status,
+    find_or_create_run,
+    reopen,
+    write_artifact,
+    write_dataset,
+    write_metrics,
+    write_params,
+    write_tags,
+)
+from tasks.tracking.store import connect, resolve_uri
+from tasks.tracking.tags import TAG_ITERATION, TAG_KIND, TAG_RUN, TAG_UID
+
+#: Numbers of a stage record that are not measurements.
+_NOT_METRICS = {"seed", "threads", "pid"}
+
+
+def metrics_of(record: Any, prefix: str) -> dict[str, float]:
+    """A stage record's numbers as MLflow metrics named ``prefix`` + its JSON key
+    (``selfplay/positions``, ``train/loss``); flags, text and nested data are left out."""
+    return {
+        f"{prefix}{k}": float(v)
+        for k, v in to_json(record).items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and k not in _NOT_METRICS
+    }
+
+
+def evaluation_metrics(evaluation: EvaluationRecord) -> dict[str, float | None]:
+    """An evaluation's MLflow metrics: the gate's win rate and games, the Elo with its
+    interval, and the score and mean margin against each anchor (``eval/score_vs_random``,
+    ``eval/margin_vs_gnugo-l1``)."""
+    decision = evaluation.gate.decision
+    metrics: dict[str, float | None] = {"eval/gate_games": decision.games}
+    if decision.games:  # (gating off plays none)
+        metrics["eval/win_rate"] = decision.win_rate
+    if evaluation.elo is not None:
+        elo = evaluation.elo
+        metrics.update({"elo": elo.elo, "elo_low": elo.low, "elo_high": elo.high})
+    for name, match in evaluation.anchors.items():
+        metrics[f"eval/score_vs_{name}"] = match.score
+        if match.summary.mean_margin is not None:
+            metrics[f"eval/margin_vs_{name}"] = match.summary.mean_margin
+    return metrics
+
+
+def run_link(track: Tracking) -> str | None:
+    """The MLflow UI's page of the handle's run when the store is a tracking server, else
+    None."""
+    if not track.uri.startswith(("http://", "https://")):
+        return None
+    return f"{track.uri.rstrip('/')}/#/experiments/{track.experiment_id}/runs/{track.run_id}"
+
+
+@task(name="mlflow-open-pipeline", **IO_RETRIES)
+def open_pipeline_run(cfg: Config, layout: RunLayout, tags: dict[str, str]) -> Tracking:
+    """The run's parent MLflow run (found again on resume, `own_pipeline_run`; `run_pipeline`
+    refused a name taken before the run's folder was made), with the full config as params;
+    returns its handle."""
+    uri = resolve_uri(cfg.pipeline.mlflow_tracking_uri, layout.project)
+    client = connect(uri)
+    exp = run_experiment(client, cfg, layout)
+    uid = run_uid(layout)
+    found = pipeline_runs(client, exp, layout.run)
+    tags = {**tags, TAG_UID: uid}
+    run_id = own_pipeline_run(found, uid, True, where(uri, layout.run))
+    if run_id is None:
+        key = {TAG_RUN: layout.run, TAG_KIND: "pipeline"}
+        run_id = create_run(client, exp, layout.run, {**key, **tags})
+    else:
+        reopen(client, run_id, tags)
+    write_params(client, run_id, config_to_flat_dict(cfg.resolve()))
+    model = cfg.pipeline.registered_model_name()
+    return Tracking(uri, exp, layout.run, uid, model, run_id)
+
+
+@task(name="mlflow-open-iteration", **IO_RETRIES)
+def open_iteration_run(cfg: Config, pipeline: Tracking, i: int, tags: dict[str, str]) -> Tracking:
+    """Iteration ``i``'s child run under the ``pipeline`` handle's run, with its identity:
+    created once, reopened when the iteration resumes; returns its handle. A stop while its
+    params are logged (a SIGTERM just after the run opened) ends it FAILED or KILLED, as a
+    stop inside the iteration does."""
+    client = connect(pipeline.uri)
+    key = {TAG_RUN: pipeline.run, TAG_KIND: "iteration", TAG_ITERATION: str(i)}
+    tags = {**tags, TAG_UID: pipeline.uid}  # (the parent's open made it)
+    run_id = find_or_create_run(
+        client, pipeline.experiment_id, key, f"iter-{i:04d}", pipeline.run_id, tags
+    )
+    track = pipeline.child(run_id)
+    try:
+        write_params(client, run_id, config_to_flat_dict(cfg.resolve()))
+    except BaseException as error:
+        fail(track, error)
+        raise
+    return track
+
+
+@task(name="mlflow-log", **IO_RETRIES)
+def log_metrics(
+    track: Tracking,
+    metrics: Mapping[str, float | None],
+    step: int,
+    on: Scope = "both",
+    tags: dict[str, Any] | None = None,
+) -> None:
+    """The same metrics (and ``tags``) on the handle's runs that ``on`` names
+    (`Tracking.ids`: the iteration's, the pipeline's, or both)."""
+    client = connect(track.uri)
+    measured = {k: v for k, v in metrics.items() if v is not None}  # None: not measured
+    for run_id in track.ids(on):
+        write_metrics(client, run_id, measured, step)
+        if tags:
+            write_tags(client, run_id, tags)
+
+
+@task(name="mlflow-dataset", **IO_RETRIES)
+def log_datasets(track: Tracking, datasets: dict[str, str], context: str) -> None:
+    """Datasets as MLflow inputs of the handle's run: ``{DVC path: DVC hash}``."""
+    client = connect(track.uri)
+    for path, digest in datasets.items():
+        parts = path.split("/")  # data/<run>/iter-NNNN/selfplay -> selfplay-iter-NNNN
+        name = f"{parts[-1]}-{parts[-2]}" if len(parts) >= 2 else path
+        write_dataset(client, track.run_id, name, path, digest, context)
+
+
+@task(name="mlflow-artifacts", **IO_RETRIES)
+def log_artifacts(track: Tracking, paths: dict[str, str]) -> None:
+    """``{local path: artifact folder}`` for files or folders that exist, on the handle's run."""
+    client = connect(track.uri)
+    for path, folder in paths.items():
+        if Path(path).exists():
+            write_artifact(client, track.run_id, Path(path), folder)
+
+
+@task(name="mlflow-register", **IO_RETRIES)
+def register(
+    track: Tracking, checkpoint: Path, sha256: str, tags: dict[str, Any], champion: bool
+) -> str:
+    """Make ``checkpoint`` a version of the run's registered model under the handle's run;
+    alias it ``champion`` if promoted."""
+    client = connect(track.uri)
+    version = register_checkpoint(client, track.model, track.run_id, checkpoint, sha256, tags)
+    if champion:
+        client.set_registered_model_alias(track.model, CHAMPION, version)
+    return version
+
+
+@task(name="mlflow-finish", **IO_RETRIES)
+def finish(track: Tracking, status: str = "FINISHED") -> None:
+    """End the handle's run."""
+    end_run(connect(track.uri), track.run_id, status)
+
+
+def fail(track: Tracking, error: BaseException, *, and_running: bool = False) -> None:
+    """End the handle's run FAILED (or KILLED for an interrupt) because ``error`` stopped it,
+    and with ``and_running`` every other run of its tabula run still RUNNING, which the process
+    holding the run's lock owns (an iteration's that the stop caught after MLflow created it
+    and before the flow had its id). A tracking store that fails here too (the disk that
+    stopped the stage is full) stays silent, so that ``error`` is the one line the user sees."""
+    try:
+        client = connect(track.uri)  # (imports MLflow, which sets its loggers' levels)
+    except Exception:  # noqa: BLE001
+        return
+    loggers = [logging.getLogger(name) for name in ("mlflow", "sqlalchemy", "alembic")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL + 1)
+    try:
+        status = end_status(error)
+        end_run(client, track.run_id, status)  # first the run known, whatever the search meets
+        if and_running:
+            for run_id in running(client, track.experiment_id, track.run, track.uid):
+                end_run(client, run_id, status)
+    except Exception:  # noqa: BLE001, S110  (the stage's error is the one to report)
+        pass
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
