@@ -34,6 +34,7 @@ from tabula.config.models import (
     SearchConfig,
     SelfPlayConfig,
     TrainingConfig,
+    without_password,
 )
 
 __all__ = [
@@ -52,4 +53,5 @@ __all__ = [
     "dump_config",
     "load_config",
     "parse_config",
+    "without_password",
 ]

@@ -44,6 +44,7 @@ __all__ = [
     "SearchConfig",
     "SelfPlayConfig",
     "TrainingConfig",
+    "without_password",
 ]
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # safe in paths, MLflow and DVC names

@@ -1,14 +1,15 @@
 """The pre-flight check of a tracking store (`require_reachable`): one that is down is refused
-in seconds and one line, before a run makes anything; and `without_password` for any line
-that names a store."""
+in seconds and one line, before a run makes anything. A line that names a store shows it
+`tabula.config.without_password` (a URI field of the config holds no password, but
+``MLFLOW_TRACKING_URI`` may)."""
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 from pathlib import Path
 
+from tabula.config import without_password
 from tabula.errors import TabulaError, first_line
 from tasks.tracking.store import connect, resolve_uri
 
@@ -114,8 +115,3 @@ def _innermost(error: BaseException) -> BaseException:
     while (error.__cause__ or error.__context__) is not None:
         error = error.__cause__ or error.__context__  # type: ignore[assignment]
     return error
-
-
-def without_password(uri: str) -> str:
-    """``uri`` with the password of its ``user:password@`` part shown as ``***``."""
-    return re.sub(r"^([^:/]+://[^/:@]*):[^/@]*@", r"\1:***@", uri)
