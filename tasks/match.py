@@ -142,7 +142,7 @@ def write_sgf(outcome: GameOutcome, sgf_dir: Path, match_id: str) -> Path:
     """
     # No DT: the gate's and the anchors' SGFs are the evaluate stage's output, which DVC
     # hashes, and a date taken from the clock made a stage resumed or repeated after midnight
-    # hash differently (issue 40). DT is optional in FF[4]; an ad-hoc `tabula match` still
+    # hash differently. DT is optional in FF[4]; an ad-hoc `tabula match` still
     # carries its UTC time in its match id (`default_match_id`), hence in GN and the file name.
     extra = {"GN": f"{match_id} game {outcome.index}"}
     path = sgf_dir / f"{match_id}-{outcome.index:04d}.sgf"

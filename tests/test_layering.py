@@ -38,7 +38,8 @@ FORBIDDEN_LIBS = {
     "flows": {"mlflow", "dvc"},  # only tasks/ touches MLflow (`MLFLOW_HOME`) and DVC
     "cli": set(),
 }
-#: The one package that imports MLflow, Lightning's MLflow logger included (issue 37).
+#: The one package that imports MLflow, Lightning's MLflow logger included, so that
+#: a store's connection, identity and tags are handled in one place.
 MLFLOW_HOME = ROOT / "tasks" / "tracking"
 #: What the run on disk (tasks/run/) never loads, directly or through what it imports.
 HEAVY = {"torch", "pytorch_lightning", "lightning", "prefect", "mlflow", "dvc", "dask"}

@@ -54,8 +54,8 @@ _TRACKING_URI = re.compile(
 )
 # scheme://user:password@host...: the password is group 2.
 _USERINFO_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/:@]*):([^/@]*)@")
-#: Where each URI field's password goes instead of the URI (issue 40: a URI is recorded as
-#: given, in the frozen params.yaml, MLflow's params, checkpoints and Prefect's parameters).
+#: Where each URI field's password goes instead of the URI: a URI is recorded as given, in
+#: the frozen params.yaml, MLflow's params, checkpoints and Prefect's parameters.
 _PASSWORD_GOES = {
     "mlflow_tracking_uri": "MLFLOW_TRACKING_PASSWORD for a server, PGPASSWORD or ~/.pgpass for"
     " PostgreSQL",

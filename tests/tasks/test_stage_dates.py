@@ -1,4 +1,4 @@
-"""Stage outputs carry no wall-clock date (issue 40): the evaluate stage played again on
+"""Stage outputs carry no wall-clock date: the evaluate stage played again on
 another day (a resume after midnight) writes the same bytes, so DVC records the same hash.
 
 The clock is moved in-process: ``time.time`` and the ``datetime``/``date`` classes as every
