@@ -43,6 +43,9 @@ PrecisionOpt = Annotated[
     ),
 ]
 
+#: The results store a match appends to and Elo reads (`_run_results` when not given).
+StoreOpt = Annotated[Path | None, typer.Option(help="Results store (default: data/<run>/results).")]
+
 
 @expected_errors
 def gtp(
@@ -112,9 +115,7 @@ def match(
     white: Annotated[str, typer.Option(help="Player spec of the other side.")],
     games: Annotated[int, typer.Option(help="Games to play (colours alternate).")] = 2,
     sgf_dir: Annotated[Path | None, typer.Option(help="Write every game here as SGF.")] = None,
-    store: Annotated[
-        Path | None, typer.Option(help="Results store (default: data/<run>/results).")
-    ] = None,
+    store: StoreOpt = None,
     seed: Annotated[int, typer.Option(help="Match seed.")] = 0,
     config: ConfigOpt = None,
     set_: SetOpt = None,
@@ -154,9 +155,7 @@ def gate(
 
 @expected_errors
 def elo(
-    store: Annotated[
-        Path | None, typer.Option(help="Results store (default: data/<run>/results).")
-    ] = None,
+    store: StoreOpt = None,
     anchor: Annotated[str, typer.Option(help="Player fixed at --anchor-elo.")] = "random",
     anchor_elo: Annotated[float, typer.Option(help="Rating of the anchor.")] = 0.0,
     config: ConfigOpt = None,
