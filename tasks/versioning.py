@@ -22,6 +22,7 @@ How lineage is kept (docs/reproducing.md):
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -135,6 +136,7 @@ def _repo(project: Path) -> Iterator[Any]:
 
     _quiet()
     with chdir(project), Repo(str(project)) as repo:
+        _mend_rwlock(repo)
         try:
             yield repo
         except DvcException as error:
@@ -142,6 +144,35 @@ def _repo(project: Path) -> Iterator[Any]:
             if corrupt is None:
                 raise
             raise corrupt from error
+
+
+def _mend_rwlock(repo: Any) -> None:
+    """Empty DVC's record of which processes read and write which outputs when it does not
+    parse, so that a kill cannot stop the resume.
+
+    DVC rewrites ``.dvc/tmp/rwlock`` in place (truncate, then write) under its own guard; a
+    process killed between the two leaves a file that every later DVC call refuses
+    (``RWLockFileCorruptedError``). The guard is taken here the same way, so no live DVC
+    process is editing the file; the torn record belonged to the process that died, and DVC
+    itself drops the entries of dead processes, so an empty record loses nothing.
+    """
+    from dvc.lock import make_lock
+    from dvc.rwlock import RWLOCK_FILE, RWLOCK_LOCK
+
+    tmp_dir = Path(repo.tmp_dir)
+    path = tmp_dir / RWLOCK_FILE
+    hardlink = bool(repo.config["core"].get("hardlink_lock", False))
+    guard = make_lock(str(tmp_dir / RWLOCK_LOCK), tmp_dir=str(tmp_dir), hardlink_lock=hardlink)
+    with guard:
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            logging.getLogger(__name__).warning(
+                "%s was torn by a killed DVC process; starting it empty", path
+            )
+            write_text(path, "{}")
 
 
 def ensure_repo(project: Path, remote: str) -> None:
