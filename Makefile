@@ -1,11 +1,13 @@
 # The two commands a new user needs: `make run` (the quick-start pipeline) and `make test`.
-# Both create .venv and install everything pinned in constraints.txt on first use.
+# Both create .venv on first use and install what they need, pinned in constraints.txt:
+# `make run` the runtime only, `make test` also the test and lint tools and the cluster's extras.
 SHELL  := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEV    := $(VENV)/.installed-dev
 CONFIG ?= configs/quickstart.yaml
 ARGS   ?=
 
@@ -25,16 +27,20 @@ export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip 2>&1 | $(QUIET_PIP)
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]' 2>&1 | $(QUIET_PIP)
+	$(BIN)/python -m pip install -q -c constraints.txt -e . 2>&1 | $(QUIET_PIP)
 	touch $(STAMP)
+
+$(DEV): $(STAMP) pyproject.toml constraints.txt
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]' 2>&1 | $(QUIET_PIP)
+	touch $(DEV)
 
 run: $(STAMP)
 	$(BIN)/tabula run --config $(CONFIG) $(ARGS)
 
-test: $(STAMP)
+test: $(DEV)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(ARGS)
 
-test-fast: $(STAMP)
+test-fast: $(DEV)
 	$(BIN)/python -m pytest -q -m "not slow" $(ARGS)
 
 bench: $(STAMP)
@@ -47,7 +53,7 @@ bench: $(STAMP)
 ui: $(STAMP)
 	$(BIN)/tabula ui
 
-lint: $(STAMP)
+lint: $(DEV)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 clean-venv:
