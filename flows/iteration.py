@@ -20,6 +20,7 @@ from tabula.plan import IterationPlan, NextIteration, derive_seed
 from tasks import tracking
 from tasks.commits import dvc_commit, record_lineage
 from tasks.evaluate import anchor_match, anchors_to_play, elo_of, gate, ratings
+from tasks.pictures import evaluation_pictures, selfplay_pictures
 from tasks.planning import plan
 from tasks.promote import promote
 from tasks.run.cputime import Laps
@@ -56,6 +57,7 @@ def run_selfplay(
     totals = calibrate(records, i, v_resign, cfg.selfplay.resign_false_positive_target, hashes)
     tracking.log_metrics(track, tracking.metrics_of(totals, "selfplay/"), step=i)
     tracking.log_datasets(track, hashes, context="selfplay")
+    tracking.log_pictures(track, selfplay_pictures(layout, i))
     return totals
 
 
@@ -103,6 +105,7 @@ def run_evaluate(
     tracking.log_artifacts(
         track, {str(layout.match(i)): "evaluation", str(layout.elo_plot): "plots"}
     )
+    tracking.log_pictures(track, evaluation_pictures(layout, i, result))
     return result
 
 

@@ -13,6 +13,8 @@ Layout of a run in the tracking store (docs/reproducing.md, "MLflow"):
 * the full config as params of the parent and of every child; metrics with their step (the
   global training step for losses and the learning rate, the iteration for everything else);
 * datasets through ``log_inputs`` (source: the DVC path, digest: the DVC hash);
+* a picture (SVG) of one self-play game and one anchor game of each iteration on its run
+  (``pictures/``, `tasks.pictures`);
 * every exported checkpoint a version of the run's own registered model (``tabula-<run>``),
   the promoted one carrying the alias ``champion``.
 
@@ -34,6 +36,7 @@ from tasks.tracking.log import (
     log_artifacts,
     log_datasets,
     log_metrics,
+    log_pictures,
     metrics_of,
     open_iteration_run,
     open_pipeline_run,
@@ -84,6 +87,7 @@ __all__ = [
     "log_artifacts",
     "log_datasets",
     "log_metrics",
+    "log_pictures",
     "mark_killed",
     "metrics_of",
     "model_version",

@@ -166,6 +166,15 @@ def log_artifacts(track: Tracking, paths: dict[str, str]) -> None:
             write_artifact(client, track.run_id, Path(path), folder)
 
 
+@task(name="mlflow-pictures", **IO_RETRIES)
+def log_pictures(track: Tracking, pictures: Mapping[str, str]) -> None:
+    """``{artifact file: SVG text}`` on the handle's run; the MLflow UI shows an SVG artifact
+    as an image. Logging one again (a resume) replaces it."""
+    client = connect(track.uri)
+    for artifact_file, svg in pictures.items():
+        client.log_text(track.run_id, svg, artifact_file)
+
+
 @task(name="mlflow-register", **IO_RETRIES)
 def register(
     track: Tracking, checkpoint: Path, sha256: str, tags: dict[str, Any], champion: bool

@@ -62,6 +62,10 @@ def test_a_run_plays_gnugo_logs_the_margin_and_skips_a_missing_engine(
         if r.data.tags.get(tracking.TAG_KIND) == "iteration"
     )
     assert "eval/score_vs_gnugo-l1" in child.data.metrics
+    pictures = {a.path for a in client.list_artifacts(child.info.run_id, "pictures")}
+    assert pictures == {"pictures/selfplay.svg", "pictures/anchor-gnugo-l1.svg"}
+    picture = client.download_artifacts(child.info.run_id, "pictures/anchor-gnugo-l1.svg")
+    assert "vs gnugo-l1" in Path(picture).read_text()
     if gnugo.mean_margin is not None:
         assert child.data.metrics["eval/margin_vs_gnugo-l1"] == pytest.approx(gnugo.mean_margin)
     # 5x5 is off the ladder (9x9's): GnuGo is rated freely and random stays the origin

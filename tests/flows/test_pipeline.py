@@ -39,6 +39,8 @@ def test_two_iterations_leave_everything_traceable(two_iterations):
     child = next(c for c in children if c.data.tags[tracking.TAG_ITERATION] == "2")
     assert {"selfplay/positions", "eval/score_vs_random", "elo"} <= set(child.data.metrics)
     assert "rules.board_size" in child.data.params
+    pictures = {a.path for a in client.list_artifacts(child.info.run_id, "pictures")}
+    assert pictures == {"pictures/selfplay.svg", "pictures/anchor-random.svg"}  # (random only)
     assert child.data.tags.get("git_commit")
     sha = child.data.tags["git_commit"].removesuffix("-dirty")
     assert child.data.tags.get("mlflow.source.git.commit") == sha  # MLflow's own tag
