@@ -4,7 +4,7 @@ The drawing is the one Go books print for a whole game on one diagram: every sto
 the board carries the number of the move that placed it (a stone captured and later replaced
 shows the later number), the last move is ringed, and the empty points that Tromp-Taylor
 scoring gives a side carry a small square of its colour, so the picture shows who owned what.
-A caption names the players, the result as recorded, the number of moves and the area score by
+A caption gives the result as recorded, the number of moves, the players and the area score by
 our rules. Pure text out, no drawing library: MLflow shows an SVG artifact as an image, and a
 browser opens the file as it is.
 """
@@ -21,7 +21,7 @@ from tabula.sgf import SgfGame, replay
 
 CELL = 32  # pixels between two lines
 MARGIN = 30  # room for the coordinates around the grid
-CAPTION = 40  # room for the caption below the board
+CAPTION = 62  # room for the caption's four lines below the board
 
 
 @dataclass(frozen=True)
@@ -122,15 +122,16 @@ def _stones(position: FinalPosition) -> list[str]:
 
 
 def _caption(record: SgfGame, position: FinalPosition, title: str, side: int) -> list[str]:
-    black, white = record.black or "Black", record.white or "White"
     score = position.score
     area = f"B+{score:g}" if score > 0 else f"W+{-score:g}" if score < 0 else "0"
     first = f"{title}: " if title else ""
     lines = (
-        f"{first}{black} (B) vs {white} (W), result {record.result or '?'}",
-        f"{position.moves} moves, area score {area} at komi {record.komi:g}",
+        f"{first}result {record.result or '?'} after {position.moves} moves",
+        f"Black: {record.black or '?'}",
+        f"White: {record.white or '?'}",
+        f"area score {area} at komi {record.komi:g}",
     )
     return [
-        f'<text x="{MARGIN - 18}" y="{side + 4 + 16 * k}" font-size="13">{escape(text)}</text>'
+        f'<text class="caption" x="8" y="{side + 2 + 15 * k}" font-size="12">{escape(text)}</text>'
         for k, text in enumerate(lines)
     ]

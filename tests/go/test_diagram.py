@@ -45,8 +45,13 @@ def test_the_svg_shows_each_stone_once_with_its_number_and_the_caption() -> None
     texts = root.findall(f"{SVG}text")
     on_stones = sorted(int(t.text or "") for t in texts if t.get("fill") in ("black", "white"))
     assert on_stones == [1, 3, 5, 7]
-    caption = [t.text for t in texts if t.text and "vs" in t.text]
-    assert caption == ["iteration 3, anchor game: net-3 (B) vs gnugo-l1 (W), result B+R"]
+    caption = [t.text for t in texts if t.get("class") == "caption"]
+    assert caption == [
+        "iteration 3, anchor game: result B+R after 9 moves",
+        "Black: net-3",
+        "White: gnugo-l1",
+        "area score B+73.5 at komi 7.5",
+    ]
     # black owns the whole board by area: every empty point has a black square
     squares = root.findall(f"{SVG}rect")[1:]
     assert len(squares) == 81 - 4 and {s.get("fill") for s in squares} == {"black"}
