@@ -68,8 +68,9 @@ def summary_table(rows: list[SummaryRow], title: str) -> Table:
 
 
 def cpu_split(rows: list[SummaryRow]) -> str | None:
-    """One line: the CPU-seconds of these iterations by stage, and the share that went to
-    learning (self-play and training); None when no iteration was measured."""
+    """One line: the CPU-seconds of these iterations by stage, the share that went to learning
+    (self-play and training) and, where wall time was measured, the share of the cores they
+    kept busy; None when no iteration was measured."""
     stages: dict[str, float] = {}
     for row in rows:
         for stage, seconds in row.stage_cpu_s.items():
@@ -80,7 +81,30 @@ def cpu_split(rows: list[SummaryRow]) -> str | None:
     if learning is None:
         return None
     parts = ", ".join(f"{stage} {seconds:,.0f}" for stage, seconds in stages.items())
-    return f"CPU-seconds by stage: {parts}; learning share {learning:.0%}"
+    return f"CPU-seconds by stage: {parts}; learning share {learning:.0%}{_busy(rows)}"
+
+
+def _busy(rows: list[SummaryRow]) -> str:
+    """``"; cores busy 74% of 2 (self-play 88%, train 97%)"`` over the rows that measured wall
+    time, or "" when none did."""
+    from tasks.run.cputime import busy
+
+    timed = [r for r in rows if r.stage_wall_s and r.cores]
+    if not timed:
+        return ""
+    n = max(r.cores or 0 for r in timed)
+    cpu = {s: sum(r.stage_cpu_s.get(s, 0.0) for r in timed) for s in ("selfplay", "train")}
+    wall = {s: sum(r.stage_wall_s.get(s, 0.0) for r in timed) for s in ("selfplay", "train")}
+    total = busy(
+        sum(sum(r.stage_cpu_s.values()) for r in timed),
+        sum(sum(r.stage_wall_s.values()) for r in timed),
+        n,
+    )
+    if total is None:
+        return ""
+    shares = [(s, busy(cpu[s], wall[s], n)) for s in ("selfplay", "train")]
+    named = ", ".join(f"{s} {share:.0%}" for s, share in shares if share is not None)
+    return f"; cores busy {total:.0%} of {n}" + (f" ({named})" if named else "")
 
 
 def budget_note(layout: RunLayout) -> str | None:

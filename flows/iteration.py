@@ -23,7 +23,7 @@ from tasks.evaluate import anchor_match, anchors_to_play, elo_of, gate, ratings
 from tasks.pictures import evaluation_pictures, selfplay_pictures
 from tasks.planning import plan
 from tasks.promote import promote
-from tasks.run.cputime import Laps
+from tasks.run.cputime import Laps, cores, stage_metrics
 from tasks.run.layout import RunLayout
 from tasks.run.markers import finished, resumable
 from tasks.run.records import EvaluationRecord, PromotionRecord, SelfplayRecord, Stage, TrainRecord
@@ -152,14 +152,13 @@ def iteration(
     track = tracking.open_iteration_run(cfg, pipeline_run, i, tags)
     try:  # (from here on, a stop ends the child run FAILED or KILLED)
         row = _stages(cfg, layout, made, track, tags, laps)
-        cpu = laps.totals()
-        metrics = {f"cpu/{stage}_s": seconds for stage, seconds in cpu.items()}
-        tracking.log_metrics(track, metrics, step=i, on="iteration")
+        cpu, wall, n = laps.totals(), laps.walls(), cores()
+        tracking.log_metrics(track, stage_metrics(cpu, wall, n), step=i, on="iteration")
     except BaseException as error:  # the child run ends FAILED, or KILLED on an interrupt
         tracking.fail(track, error)
         raise
     tracking.finish(track)
-    return dataclasses.replace(row, stage_cpu_s=cpu)
+    return dataclasses.replace(row, stage_cpu_s=cpu, stage_wall_s=wall, cores=n)
 
 
 def _stages(

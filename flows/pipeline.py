@@ -13,7 +13,6 @@ runs each unfinished iteration.
 from __future__ import annotations
 
 import gc
-from dataclasses import replace
 from itertools import count
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from tasks.commits import dvc_commit
 from tasks.frozen_config import freeze_config
 from tasks.planning import asked_iterations, init_model, upcoming
 from tasks.promote import set_champion
-from tasks.run.budget import charge, metered, read_budget, spent_on
+from tasks.run.budget import charge, measured_as, metered, read_budget, spent_on
 from tasks.run.cputime import process_tree_cpu_seconds
 from tasks.run.layout import RunLayout, RunLock
 from tasks.run.markers import champion, finished
@@ -154,7 +153,7 @@ def closed_row(layout: RunLayout, i: int) -> SummaryRow | None:
         return None
     row = summary_row(i, selfplay, train, evaluation, promotion)
     spent = spent_on(read_budget(layout), i)
-    return row if spent is None else replace(row, stage_cpu_s=dict(spent.stages))
+    return row if spent is None else measured_as(row, spent)
 
 
 def run_pipeline(

@@ -51,12 +51,21 @@ def metered(
 
 
 def record_iteration(
-    layout: RunLayout, i: int, cpu_s: float, wall_s: float, stages: dict[str, float]
+    layout: RunLayout,
+    i: int,
+    cpu_s: float,
+    wall_s: float,
+    stages: dict[str, float],
+    stage_wall_s: dict[str, float] | None = None,
+    cores: int | None = None,
 ) -> Budget:
-    """Add iteration ``i``'s entry to ``budget.json`` (replacing one it had)."""
+    """Add iteration ``i``'s entry to ``budget.json`` (replacing one it had): the run's totals,
+    the iteration's CPU (and wall) seconds by stage and the cores it could use."""
     budget = read_budget(layout)
     kept = tuple(s for s in budget.spent if s.iteration != i)
-    entry = Spent(i, round(cpu_s, 3), round(wall_s, 3), dict(stages))
+    entry = Spent(
+        i, round(cpu_s, 3), round(wall_s, 3), dict(stages), dict(stage_wall_s or {}), cores
+    )
     updated = replace(budget, spent=tuple(sorted((*kept, entry), key=lambda s: s.iteration)))
     write_record(layout.budget, updated)
     return updated
@@ -68,10 +77,19 @@ def charge(layout: RunLayout, meter: Meter, row: SummaryRow) -> SummaryRow:
     ran again to mend it keeps what it spent (its row says so), the mend counting to the next."""
     recorded = spent_on(read_budget(layout), row.iteration)
     if recorded is not None:
-        return replace(row, stage_cpu_s=dict(recorded.stages))
+        return measured_as(row, recorded)
     cpu, wall = meter.totals()
-    record_iteration(layout, row.iteration, cpu, wall, row.stage_cpu_s)
+    i, stages = row.iteration, row.stage_cpu_s
+    record_iteration(layout, i, cpu, wall, stages, row.stage_wall_s, row.cores)
     return row
+
+
+def measured_as(row: SummaryRow, spent: Spent) -> SummaryRow:
+    """``row`` with the CPU and wall seconds by stage and the cores that ``spent`` recorded."""
+    return replace(
+        row, stage_cpu_s=dict(spent.stages), stage_wall_s=dict(spent.stage_wall_s),
+        cores=spent.cores,
+    )  # fmt: skip
 
 
 def spent_on(budget: Budget, i: int) -> Spent | None:

@@ -120,19 +120,53 @@ class Meter:
         return cls(cpu_start=process_tree_cpu_seconds())
 
 
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity, as a container or ``taskset``
+    limits it; ``os.cpu_count`` elsewhere): the denominator of "cores busy"."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def busy(cpu_s: float, wall_s: float, n_cores: int) -> float | None:
+    """The share of ``n_cores`` that ``cpu_s`` CPU-seconds kept busy over ``wall_s`` wall
+    seconds (1.0: every core all the time); None for no wall time."""
+    return cpu_s / (wall_s * n_cores) if wall_s > 0 and n_cores > 0 else None
+
+
+def stage_metrics(cpu: Mapping[str, float], wall: Mapping[str, float], n_cores: int) -> dict:
+    """An iteration's use of the machine as metrics: ``cpu/STAGE_s``, ``wall/STAGE_s`` and
+    ``busy/STAGE`` (the share of the cores busy, `busy`) by stage, and ``busy/iteration``."""
+    metrics = {f"cpu/{stage}_s": seconds for stage, seconds in cpu.items()}
+    metrics |= {f"wall/{stage}_s": seconds for stage, seconds in wall.items()}
+    for stage, seconds in wall.items():
+        share = busy(cpu.get(stage, 0.0), seconds, n_cores)
+        if share is not None:
+            metrics[f"busy/{stage}"] = round(share, 4)
+    share = busy(sum(cpu.values()), sum(wall.values()), n_cores)
+    if share is not None:
+        metrics["busy/iteration"] = round(share, 4)
+    return metrics
+
+
 class Laps:
-    """CPU-seconds of this process tree by name: what is spent inside a `lap` block goes to
-    its name, everything else to ``rest`` (the bookkeeping between the stages' work)."""
+    """CPU-seconds of this process tree, and wall seconds, by name: what is spent inside a
+    `lap` block goes to its name, everything else to ``rest`` (the bookkeeping between the
+    stages' work)."""
 
     def __init__(self, rest: str) -> None:
         self.rest = rest
         self.last = process_tree_cpu_seconds()
+        self.last_wall = time.monotonic()
         self.laps: dict[str, float] = {}
+        self.wall_laps: dict[str, float] = {}
 
     def _charge(self, name: str) -> None:
-        now = process_tree_cpu_seconds()
+        now, wall = process_tree_cpu_seconds(), time.monotonic()
         self.laps[name] = self.laps.get(name, 0.0) + now - self.last
-        self.last = now
+        self.wall_laps[name] = self.wall_laps.get(name, 0.0) + wall - self.last_wall
+        self.last, self.last_wall = now, wall
 
     @contextmanager
     def lap(self, name: str) -> Iterator[None]:
@@ -144,7 +178,11 @@ class Laps:
             self._charge(name)
 
     def totals(self) -> dict[str, float]:
-        """The laps by name (sorted, as a record stores them), with everything since the last
-        block charged to ``rest``."""
+        """The CPU-seconds by name (sorted, as a record stores them), with everything since
+        the last block charged to ``rest``."""
         self._charge(self.rest)
         return {k: round(v, 3) for k, v in sorted(self.laps.items())}
+
+    def walls(self) -> dict[str, float]:
+        """The wall seconds by name, up to the last `totals` (which charges ``rest``)."""
+        return {k: round(v, 3) for k, v in sorted(self.wall_laps.items())}

@@ -295,12 +295,17 @@ class Spent:
     stages: this iteration's CPU-seconds by stage ("selfplay", "train", "evaluate": the
         matches, "ratings": the Elo fit over every game and its curve, "promote",
         "bookkeeping": the plan, DVC stage files, MLflow runs, lineage commit and summary).
+    stage_wall_s: this iteration's wall seconds by the same stages (empty in runs recorded
+        before they were measured); cores: the cores the process could use
+        (`tasks.run.cputime.cores`; None before it was recorded).
     """
 
     iteration: int
     cpu_s: float
     wall_s: float
     stages: dict[str, float] = field(default_factory=dict)
+    stage_wall_s: dict[str, float] = field(default_factory=dict)
+    cores: int | None = None
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,9 @@ class SummaryRow:
     score margin (points, from its side) against each other anchor it played ("gnugo-l1"),
     and skipped: the anchors it could not play, with why; elo, elo_low, elo_high: its Elo and
     95% interval (None when unrated); stage_cpu_s: CPU-seconds by stage (`Spent.stages`;
-    empty when not measured); stage_seconds: self-play (slowest worker), training,
-    gate and anchor matches.
+    empty when not measured); stage_wall_s: wall seconds by the same stages
+    (`Spent.stage_wall_s`), and cores: the cores the iteration could use (None when not
+    measured); stage_seconds: self-play (slowest worker), training, gate and anchor matches.
     """
 
     iteration: int
@@ -48,6 +49,8 @@ class SummaryRow:
     margins: dict[str, float | None] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     stage_cpu_s: dict[str, float] = field(default_factory=dict)
+    stage_wall_s: dict[str, float] = field(default_factory=dict)
+    cores: int | None = None
 
     @property
     def learning_share(self) -> float | None:

@@ -38,6 +38,9 @@ def test_two_iterations_leave_everything_traceable(two_iterations):
     assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     child = next(c for c in children if c.data.tags[tracking.TAG_ITERATION] == "2")
     assert {"selfplay/positions", "eval/score_vs_random", "elo"} <= set(child.data.metrics)
+    assert {"cpu/selfplay_s", "wall/selfplay_s", "busy/train", "busy/iteration"} <= set(
+        child.data.metrics
+    )
     assert "rules.board_size" in child.data.params
     pictures = {a.path for a in client.list_artifacts(child.info.run_id, "pictures")}
     assert pictures == {"pictures/selfplay.svg", "pictures/anchor-random.svg"}  # (random only)

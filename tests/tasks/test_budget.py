@@ -14,9 +14,9 @@ import pytest
 from tabula.config import load_config
 from tabula.plan import RunState, Spend, next_iteration, spent_fraction
 from tasks.run.budget import read_budget, record_iteration, set_limits
-from tasks.run.cputime import Laps, Meter, process_tree_cpu_seconds
+from tasks.run.cputime import Laps, Meter, process_tree_cpu_seconds, stage_metrics
 from tasks.run.layout import RunLayout
-from tasks.run.records import Budget
+from tasks.run.records import Budget, Spent
 
 TRAINING = load_config(None).training
 
@@ -97,7 +97,19 @@ def test_the_record_keeps_limits_and_iterations_in_order(tmp_path: Path):
     assert [(s.iteration, s.cpu_s) for s in budget.spent] == [(1, 10.0), (2, 21.0)]
     data = json.loads(layout.budget.read_text())
     assert data["spent"][1] == {"iteration": 2, "cpu_s": 21.0, "wall_s": 11.0,
-                                "stages": {"selfplay": 13.0}}  # fmt: skip
+                                "stages": {"selfplay": 13.0}, "stage_wall_s": {},
+                                "cores": None}  # fmt: skip
+    record_iteration(layout, 3, 30.0, 15.0, {"selfplay": 8.0}, {"selfplay": 4.5}, cores=2)
+    assert read_budget(layout).spent[-1] == Spent(3, 30.0, 15.0, {"selfplay": 8.0},
+                                                  {"selfplay": 4.5}, 2)  # fmt: skip
+
+
+def test_a_budget_recorded_before_wall_time_by_stage_still_reads(tmp_path: Path):
+    layout = RunLayout(tmp_path, "data", "r")
+    layout.budget.parent.mkdir(parents=True)
+    old = {"iteration": 1, "cpu_s": 10.0, "wall_s": 5.0, "stages": {"selfplay": 6.0}}
+    layout.budget.write_text(json.dumps({"core_hours": 1.0, "hours": None, "spent": [old]}))
+    assert read_budget(layout).spent == (Spent(1, 10.0, 5.0, {"selfplay": 6.0}),)
 
 
 def _busy(seconds: float) -> None:
@@ -112,7 +124,12 @@ def test_the_meter_and_the_laps_count_this_process_cpu():
     with laps.lap("work"):
         _busy(0.2)
     time.sleep(0.2)  # waiting is not CPU
-    split = laps.totals()
+    split, walls = laps.totals(), laps.walls()
     assert 0.15 <= split["work"] <= 1.0 and split["rest"] < 0.15
+    assert walls["work"] >= 0.2 and walls["rest"] >= 0.2  # the sleep is wall time, not CPU
+    metrics = stage_metrics(split, walls, 2)
+    assert metrics["cpu/work_s"] == split["work"] and metrics["wall/work_s"] == walls["work"]
+    assert metrics["busy/work"] == pytest.approx(split["work"] / (walls["work"] * 2), abs=1e-4)
+    assert metrics["busy/rest"] < 0.2 and 0 < metrics["busy/iteration"] < metrics["busy/work"]
     assert 0.15 <= meter.cpu() <= 1.5 and meter.wall() >= 0.4
     assert process_tree_cpu_seconds() >= meter.cpu()
