@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
+from tabula.config import without_password, without_userinfo
 from tabula.errors import TabulaError
 from tasks.tracking import TAG_KIND, experiment_name, find_experiment, is_uri, resolve_uri
 
@@ -110,7 +111,7 @@ def experiment_lines(
     if base is None:
         uri = resolve_uri(tracking_uri, project)
         base = uri if uri.startswith(("http://", "https://")) else ui_url()
-    links = experiment_links(experiment_id, base)
+    links = experiment_links(experiment_id, without_userinfo(base))
     return [
         f"runs of experiment {name!r}:  {links.runs}",
         f"their charts (Elo, losses by iteration):  {links.charts}",
@@ -147,10 +148,11 @@ def ui_command(
     port: int = 5000,
     project: Path | None = None,
 ) -> str:
-    """One shell line that serves the UI on this store (printed at the end of a run)."""
+    """One shell line that serves the UI on this store (printed at the end of a run); a
+    password in the store's URI (``MLFLOW_TRACKING_URI`` may hold one) is shown as ``***``."""
     env = " ".join(f"{k}={v}" for k, v in QUIET_ENV.items())
     argv = server_argv(tracking_uri, artifact_root, host, port, project)
-    return f"{env} {shlex.join(argv)}"
+    return f"{env} {shlex.join(without_password(a) for a in argv)}"
 
 
 def start_ui(

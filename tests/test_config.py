@@ -513,3 +513,20 @@ def test_held_out_games_leave_an_iteration_some_of_its_own() -> None:
     assert load_config(None, ["training.holdout_games=383"]).training.holdout_games == 383
     with pytest.raises(ConfigError, match="holdout_games must be less than selfplay.games"):
         load_config(None, ["training.holdout_games=384"])
+
+
+def test_links_and_printed_commands_carry_no_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MLFLOW_TRACKING_URI`` may hold a password (the config's fields may not): the run's
+    link drops the user-info, the printed ``mlflow server`` line shows ``***``."""
+    from cli.ui import ui_command
+    from tabula.config import without_userinfo
+    from tasks.tracking import Tracking, run_link
+
+    assert without_userinfo("https://u:s3cret@mlflow.example:5000/x") == (
+        "https://mlflow.example:5000/x"
+    )
+    assert without_userinfo("https://mlflow.example/a@b") == "https://mlflow.example/a@b"
+    track = Tracking("https://u:s3cret@mlflow.example:5000", "7", "r", "uid", "tabula-r", "abc")
+    assert run_link(track) == "https://mlflow.example:5000/#/experiments/7/runs/abc"
+    line = ui_command("postgresql://u:s3cret@db:5432/mlflow", "s3://bucket/mlflow")
+    assert "s3cret" not in line and "postgresql://u:***@db:5432/mlflow" in line

@@ -35,6 +35,7 @@ from tabula.config.models import (
     SelfPlayConfig,
     TrainingConfig,
     without_password,
+    without_userinfo,
 )
 
 __all__ = [
@@ -54,4 +55,5 @@ __all__ = [
     "load_config",
     "parse_config",
     "without_password",
+    "without_userinfo",
 ]

@@ -45,6 +45,7 @@ __all__ = [
     "SelfPlayConfig",
     "TrainingConfig",
     "without_password",
+    "without_userinfo",
 ]
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"  # safe in paths, MLflow and DVC names
@@ -54,6 +55,7 @@ _TRACKING_URI = re.compile(
 )
 # scheme://user:password@host...: the password is group 2.
 _USERINFO_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/:@]*):([^/@]*)@")
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@")
 #: Where each URI field's password goes instead of the URI: a URI is recorded as given, in
 #: the frozen params.yaml, MLflow's params, checkpoints and Prefect's parameters.
 _PASSWORD_GOES = {
@@ -69,6 +71,12 @@ _PASSWORD_GOES = {
 def without_password(uri: str) -> str:
     """``uri`` with the password of its ``scheme://user:password@`` part shown as ``***``."""
     return _USERINFO_PASSWORD.sub(r"\1:***@", uri)
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` without its ``user[:password]@`` part: a link to click, where a browser asks
+    for the credentials itself."""
+    return _USERINFO.sub(r"\1", url)
 
 
 class _Section(BaseModel):

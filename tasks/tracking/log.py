@@ -15,7 +15,7 @@ from typing import Any
 
 from prefect import task
 
-from tabula.config import Config, config_to_flat_dict
+from tabula.config import Config, config_to_flat_dict, without_userinfo
 from tasks.retry import IO_RETRIES
 from tasks.run.codec import to_json
 from tasks.run.layout import RunLayout
@@ -83,7 +83,8 @@ def run_link(track: Tracking) -> str | None:
     None."""
     if not track.uri.startswith(("http://", "https://")):
         return None
-    return f"{track.uri.rstrip('/')}/#/experiments/{track.experiment_id}/runs/{track.run_id}"
+    base = without_userinfo(track.uri).rstrip("/")  # (a link never carries credentials)
+    return f"{base}/#/experiments/{track.experiment_id}/runs/{track.run_id}"
 
 
 @task(name="mlflow-open-pipeline", **IO_RETRIES)
