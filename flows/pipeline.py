@@ -39,7 +39,7 @@ from tasks.run.records import (
     Stage,
     TrainRecord,
 )
-from tasks.run.summary import SummaryRow, summary_row, with_final_ratings
+from tasks.run.summary import SummaryRow, run_elos, summary_row, with_final_ratings
 from tasks.stage_files import write_init_stage
 from tasks.versioning import code_commit, ensure_repo
 
@@ -88,14 +88,10 @@ def pipeline(
     except BaseException as error:  # the parent run ends FAILED, or KILLED on an interrupt,
         tracking.fail(track, error, and_running=True)  # a child's too
         raise
+    elos = run_elos(layout, len(rows))  # the run's one Elo scale
+    tracking.log_run_elos(track, elos)  # MLflow's per-iteration elo: the closing table's
     tracking.finish(track)
-    return _closing(layout, rows)
-
-
-def _closing(layout: RunLayout, rows: list[SummaryRow]) -> list[SummaryRow]:
-    """The run's rows with the ratings of the last evaluation (the closing table)."""
-    final = finished(layout, len(rows), Stage.EVALUATE, EvaluationRecord) if rows else None
-    return with_final_ratings(rows, () if final is None else final.ratings, layout)
+    return with_final_ratings(rows, elos)
 
 
 def _start(cfg: Config, layout: RunLayout) -> dict[str, str]:

@@ -24,6 +24,7 @@ from tasks.run.codec import from_json
 from tasks.run.layout import RunLayout, reset_dir
 from tasks.run.records import AnchorRecord, Elo, GateRecord, RatingRow, Stage
 from tasks.run.results import ratings_table
+from tasks.run.summary import elos_by_iteration
 from tasks.watch import counting, plot_elo_curve
 
 
@@ -120,20 +121,19 @@ def anchor_match(
 def ratings(cfg: Config, layout: RunLayout, iteration: int) -> tuple[RatingRow, ...]:
     """Fit Elo over every game of the run so far; write the table and the Elo curve.
 
-    The scale: the GnuGo ladder's (level 1 = 0) once a ladder anchor has played, else the
-    random player's (random = 0), as `tabula.elo.fit_ratings` falls back."""
+    The scale: the GnuGo ladder's (level 1 = 0, `tabula.ladder.fixed_elos`) once a ladder
+    anchor has played, else the random player's (random = 0), as `tabula.elo.fit_ratings`
+    falls back; ``tabula elo`` fits the run's games the same way.
+    The curve shows every iteration's Elo in this fit (`tasks.run.summary.elos_by_iteration`),
+    the numbers of the closing table and ``plots/elo.csv`` when it is the run's latest."""
     fixed = fixed_elos(cfg.evaluation.anchors, cfg.rules.board_size)
     table = ratings_table(layout.results, anchors=fixed)
     write_json(layout.ratings(iteration), table)
     rows = tuple(from_json(RatingRow, row) for row in table)
-    by_name = {row.fit.player: row.fit for row in rows}
-    points = []
-    for j in range(0, iteration + 1):
-        row = by_name.get(layout.model_id(j))
-        if row is not None:
-            points.append((j, row.elo, row.low, row.high))
-    if points:
-        scale = elo_scale(fixed, by_name)
+    elos = elos_by_iteration(rows, layout, iteration)
+    if elos:
+        points = [(j, e.elo, e.low, e.high) for j, e in sorted(elos.items())]
+        scale = elo_scale(fixed, (row.fit.player for row in rows))
         plot_elo_curve(points, layout.elo_plot, scale=scale)
     return rows
 

@@ -204,7 +204,9 @@ def plot_elo_curve(
     """Write a PNG of Elo against iteration with [low, high] error bars; returns the path.
 
     points: (iteration, elo, low, high), any order; scale: which player sits at 0 (e.g.
-    "GnuGo level 1 = 0"), for the axis label. The file is written atomically.
+    "GnuGo level 1 = 0"), for the axis label. The file is written atomically, and carries the
+    points it draws as text (`read_elo_curve`), so that its numbers can be checked against
+    the closing table and ``plots/elo.csv``.
     """
     # Imported here: matplotlib is slow to import and only this function needs it.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -231,6 +233,32 @@ def plot_elo_curve(
     axes.grid(True, alpha=0.3)
     figure.tight_layout()
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
+    figure.savefig(buffer, format="png", metadata={ELO_CURVE_KEY: _curve_text(ordered)})
     write_bytes(out, buffer.getvalue())
     return out
+
+
+#: The PNG text chunk (tEXt) of an Elo curve that holds its points: CSV, header
+#: ``iteration,elo,low,high``, each number as Python writes a float (exact).
+ELO_CURVE_KEY = "tabula:elo-curve"
+
+
+def _curve_text(points: Sequence[tuple[int, float, float, float]]) -> str:
+    lines = ["iteration,elo,low,high", *(",".join(repr(x) for x in p) for p in points)]
+    return "\n".join(lines)
+
+
+def read_elo_curve(path: str | os.PathLike[str]) -> list[tuple[int, float, float, float]]:
+    """The points an Elo curve drawn by `plot_elo_curve` shows, read back from its PNG."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            image.load()
+            text = cast(dict[str, str], getattr(image, "text", {})).get(ELO_CURVE_KEY)
+    except UnidentifiedImageError:  # not an image at all
+        text = None
+    if text is None:
+        raise ResultsStoreError(f"{path}: not an Elo curve of tabula (no {ELO_CURVE_KEY} text)")
+    rows = [line.split(",") for line in text.splitlines()[1:]]
+    return [(int(i), float(e), float(lo), float(hi)) for i, e, lo, hi in rows]

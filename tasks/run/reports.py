@@ -12,9 +12,12 @@ from model.files import write_json, write_text
 from tasks.run.layout import RunLayout
 from tasks.run.markers import finished
 from tasks.run.records import EvaluationRecord, Stage, TrainRecord
+from tasks.run.summary import run_elos
 
 LOSS_COLUMNS = ["iteration", "step", "loss", "policy_loss", "value_loss"]
-ELO_COLUMNS = ["iteration", "elo", "low", "high"]
+#: elo, low, high: the run's latest fit (`tasks.run.summary.run_elos`); elo_then, ...: the fit
+#: made when the iteration finished, over the games up to then.
+ELO_COLUMNS = ["iteration", "elo", "low", "high", "elo_then", "elo_then_low", "elo_then_high"]
 REPORTS_HEADER = (
     "# Written by tabula after each iteration (tasks.run.reports.write_run_reports): this run's\n"
     "# params, metrics and plots for `dvc params diff`, `dvc metrics diff`, `dvc plots show`.\n"
@@ -25,22 +28,30 @@ def write_run_reports(layout: RunLayout, iterations: int) -> list[Path]:
     """The run's DVC metrics and plots over its finished iterations 1..``iterations``, and the
     ``dvc.yaml`` that declares them (with the run's ``params.yaml``), in ``data/<run>/``:
 
-    - ``metrics.json``: the last iteration's Elo with its interval, gate win rate, losses, and
-      score and mean margin against each anchor (``dvc metrics show``, ``dvc metrics diff``
-      between two iteration tags);
-    - ``plots/elo.csv`` (iteration, elo, low, high), ``plots/loss.csv`` (iteration, global
-      step, loss, policy_loss, value_loss) and ``plots/anchors.csv`` (iteration, score and
-      margin per anchor): ``dvc plots show`` draws the Elo, loss and anchor curves.
+    - ``metrics.json``: the last iteration's Elo with its interval (``elo``: the run's latest
+      fit; ``elo_then``: the fit its evaluation made, the same numbers unless games were added
+      since), gate win rate, losses, and score and mean margin against each anchor (``dvc
+      metrics show``, ``dvc metrics diff`` between two iteration tags);
+    - ``plots/elo.csv`` (iteration, elo, low, high: every iteration on the run's latest fit,
+      the closing table's and ``elo.png``'s numbers, `tasks.run.summary.run_elos`; elo_then,
+      elo_then_low, elo_then_high: the fit made when that iteration finished),
+      ``plots/loss.csv`` (iteration, global step, loss, policy_loss, value_loss) and
+      ``plots/anchors.csv`` (iteration, score and margin per anchor): ``dvc plots show``
+      draws the Elo, loss and anchor curves.
 
     Plain files (DVC's ``cache: false``): the run commits them to its branch with the stage
     files (`tasks.commits.record_lineage`). Returns the paths written."""
     rows = [r for i in range(1, iterations + 1) if (r := _iteration_metrics(layout, i))]
+    latest = run_elos(layout, iterations)
+    for row in rows:
+        if (elo := latest.get(row["iteration"])) is not None:
+            row.update(elo=elo.elo, elo_low=elo.low, elo_high=elo.high)
     anchors = sorted({k for r in rows for k in r if k.startswith(("score_vs_", "margin_vs_"))})
     elo, loss, by_anchor = layout.plot("elo"), layout.plot("loss"), layout.plot("anchors")
     written = [
         write_json(layout.metrics, rows[-1] if rows else {}),
         _write_csv(loss, LOSS_COLUMNS, rows),
-        _write_csv(elo, ELO_COLUMNS, [_elo_row(r) for r in rows if "elo" in r]),
+        _write_csv(elo, ELO_COLUMNS, [_elo_row(r) for r in rows if "elo" in r or "elo_then" in r]),
         _write_csv(by_anchor, ["iteration", *anchors], rows),
     ]
 
@@ -59,8 +70,8 @@ def write_run_reports(layout: RunLayout, iterations: int) -> list[Path]:
 
 
 def _elo_row(metrics: dict[str, Any]) -> dict[str, Any]:
-    return {"iteration": metrics["iteration"], "elo": metrics["elo"],
-            "low": metrics["elo_low"], "high": metrics["elo_high"]}  # fmt: skip
+    row = {"low": metrics.get("elo_low"), "high": metrics.get("elo_high")}
+    return row | {k: metrics.get(k) for k in ELO_COLUMNS if k not in row}
 
 
 #: `_iteration_metrics` by (train marker, evaluate marker) and their (mtime, size): the reports
@@ -71,7 +82,8 @@ _METRICS: dict[tuple[Any, ...], dict[str, Any]] = {}
 
 def _iteration_metrics(layout: RunLayout, i: int) -> dict[str, Any] | None:
     """Iteration i's numbers (None before it has trained and been evaluated): its global step
-    and losses, Elo with interval, gate win rate, score and margin against each anchor."""
+    and losses, Elo with interval as fitted when it finished (``elo_then``), gate win rate,
+    score and margin against each anchor."""
     markers = [layout.marker(i, s.marker_name()) for s in (Stage.TRAIN, Stage.EVALUATE)]
     try:
         key = tuple((str(m), st.st_mtime_ns, st.st_size) for m in markers for st in [m.stat()])
@@ -94,7 +106,8 @@ def _read_iteration_metrics(layout: RunLayout, i: int) -> dict[str, Any] | None:
     out: dict[str, Any] = {"iteration": i, "step": r.global_step, "loss": r.loss,
                            "policy_loss": r.policy_loss, "value_loss": r.value_loss}  # fmt: skip
     if evaluation.elo is not None:
-        out.update(elo=evaluation.elo.elo, elo_low=evaluation.elo.low, elo_high=evaluation.elo.high)
+        then = evaluation.elo
+        out.update(elo_then=then.elo, elo_then_low=then.low, elo_then_high=then.high)
     if evaluation.gate.decision.games:
         out["win_rate"] = evaluation.gate.decision.win_rate
     for name, match in evaluation.anchors.items():

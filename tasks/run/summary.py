@@ -1,5 +1,5 @@
 """What an iteration reports: its summary row, for the run's closing table and the
-iteration's artifact."""
+iteration's artifact; and the run's Elo scale, one fit for every iteration (`run_elos`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from tasks.run.layout import RunLayout
+from tasks.run.markers import finished
 from tasks.run.records import (
+    Elo,
     EvaluationRecord,
     PromotionRecord,
     RatingRow,
     SelfplayRecord,
+    Stage,
     TrainRecord,
 )
 
@@ -24,10 +27,12 @@ class SummaryRow:
     the random anchor (None without anchor games); vs_anchors / margins: its score and mean
     score margin (points, from its side) against each other anchor it played ("gnugo-l1"),
     and skipped: the anchors it could not play, with why; elo, elo_low, elo_high: its Elo and
-    95% interval (None when unrated); stage_cpu_s: CPU-seconds by stage (`Spent.stages`;
-    empty when not measured); stage_wall_s: wall seconds by the same stages
-    (`Spent.stage_wall_s`), and cores: the cores the iteration could use (None when not
-    measured); stage_seconds: self-play (slowest worker), training, gate and anchor matches.
+    95% interval (None when unrated): the fit made when the iteration finished in the row an
+    iteration returns (its artifact), the run's latest fit in the closing table
+    (`with_final_ratings`); stage_cpu_s: CPU-seconds by stage (`Spent.stages`; empty when not
+    measured); stage_wall_s: wall seconds by the same stages (`Spent.stage_wall_s`), and
+    cores: the cores the iteration could use (None when not measured); stage_seconds:
+    self-play (slowest worker), training, gate and anchor matches.
     """
 
     iteration: int
@@ -100,19 +105,37 @@ def summary_row(
     )
 
 
-def with_final_ratings(
-    rows: list[SummaryRow], ratings: tuple[RatingRow, ...], layout: RunLayout
-) -> list[SummaryRow]:
-    """``rows`` with each iteration's Elo from ``ratings``, the fit over every game of the run.
+def with_final_ratings(rows: list[SummaryRow], elos: Mapping[int, Elo]) -> list[SummaryRow]:
+    """``rows`` with each iteration's Elo from ``elos``, the run's latest fit (`run_elos`).
 
     An iteration's own row holds the fit made when it finished; later games move every rating,
     so the run's closing table uses one fit for all, the one the Elo plot shows.
     """
-    fit = {r.fit.player: r.fit for r in ratings}
     out = []
     for row in rows:
-        me = fit.get(layout.model_id(row.iteration))
+        me = elos.get(row.iteration)
         if me is not None:
             row = replace(row, elo=me.elo, elo_low=me.low, elo_high=me.high)
         out.append(row)
     return out
+
+
+def elos_by_iteration(
+    ratings: tuple[RatingRow, ...], layout: RunLayout, last: int
+) -> dict[int, Elo]:
+    """The Elo in ``ratings`` of each iteration 0..``last`` that has a rated game, by iteration."""
+    fit = {r.fit.player: r.fit for r in ratings}
+    found = ((i, fit.get(layout.model_id(i))) for i in range(last + 1))
+    return {i: Elo(me.elo, me.low, me.high) for i, me in found if me is not None}
+
+
+def run_elos(layout: RunLayout, last: int) -> dict[int, Elo]:
+    """The run's Elo by iteration on its one scale: the latest fit, the one the evaluation of
+    the last finished iteration up to ``last`` made over every game of the run (the closing
+    table, ``elo.png``, ``plots/elo.csv`` and the ``elo`` metrics of MLflow and DVC). Empty
+    before any evaluation."""
+    for i in range(last, 0, -1):
+        evaluation = finished(layout, i, Stage.EVALUATE, EvaluationRecord)
+        if evaluation is not None:
+            return elos_by_iteration(evaluation.ratings, layout, i)
+    return {}

@@ -19,7 +19,7 @@ from tabula.config import Config, config_to_flat_dict, without_userinfo
 from tasks.retry import IO_RETRIES
 from tasks.run.codec import to_json
 from tasks.run.layout import RunLayout
-from tasks.run.records import EvaluationRecord
+from tasks.run.records import Elo, EvaluationRecord
 from tasks.tracking.identity import (
     own_pipeline_run,
     pipeline_runs,
@@ -41,6 +41,7 @@ from tasks.tracking.runs import (
     write_dataset,
     write_metrics,
     write_params,
+    write_points,
     write_tags,
 )
 from tasks.tracking.store import connect, resolve_uri
@@ -62,15 +63,16 @@ def metrics_of(record: Any, prefix: str) -> dict[str, float]:
 
 def evaluation_metrics(evaluation: EvaluationRecord) -> dict[str, float | None]:
     """An evaluation's MLflow metrics: the gate's win rate and games, the Elo with its
-    interval, and the score and mean margin against each anchor (``eval/score_vs_random``,
-    ``eval/margin_vs_gnugo-l1``)."""
+    interval as fitted then (``elo_then``, ``elo_then_low``, ``elo_then_high``: later games
+    move it; the run's ``elo`` is `log_run_elos`'), and the score and mean margin against each
+    anchor (``eval/score_vs_random``, ``eval/margin_vs_gnugo-l1``)."""
     decision = evaluation.gate.decision
     metrics: dict[str, float | None] = {"eval/gate_games": decision.games}
     if decision.games:  # (gating off plays none)
         metrics["eval/win_rate"] = decision.win_rate
     if evaluation.elo is not None:
-        elo = evaluation.elo
-        metrics.update({"elo": elo.elo, "elo_low": elo.low, "elo_high": elo.high})
+        then = evaluation.elo
+        metrics.update({"elo_then": then.elo, "elo_then_low": then.low, "elo_then_high": then.high})
     for name, match in evaluation.anchors.items():
         metrics[f"eval/score_vs_{name}"] = match.score
         if match.summary.mean_margin is not None:
@@ -187,6 +189,46 @@ def register(
     if champion:
         client.set_registered_model_alias(track.model, CHAMPION, version)
     return version
+
+
+def elo_metrics(elo: Elo) -> dict[str, float]:
+    """An iteration's Elo on the run's scale as MLflow metrics: ``elo``, ``elo_low``,
+    ``elo_high``."""
+    return {"elo": elo.elo, "elo_low": elo.low, "elo_high": elo.high}
+
+
+@task(name="mlflow-elo", **IO_RETRIES)
+def log_run_elos(track: Tracking, elos: Mapping[int, Elo]) -> int:
+    """Every iteration's Elo on the run's scale (``elos``: the closing table's, by iteration)
+    as ``elo``, ``elo_low`` and ``elo_high`` at step = iteration, on the pipeline's run and on
+    each iteration's run, wherever it differs from the value last logged at that step.
+
+    MLflow keeps every value a metric was given (a history cannot be rewritten), so the run's
+    scale is logged when the run closes, not after each iteration: a finished run has one
+    value per step, and a run extended later adds a point only where its fit moved (the newest
+    value at a step is the run's). Returns the values logged."""
+    client = connect(track.uri)
+    pipeline_id = track.pipeline_id
+    new: list[tuple[str, str, float, int]] = []  # (run id, key, value, step)
+    for key in ("elo", "elo_low", "elo_high"):
+        last: dict[int, Any] = {}  # the value last logged at each step
+        for m in client.get_metric_history(pipeline_id, key):
+            if m.step not in last or m.timestamp >= last[m.step].timestamp:
+                last[m.step] = m
+        for i, elo in sorted(elos.items()):
+            value = elo_metrics(elo)[key]
+            if i not in last or last[i].value != value:
+                new.append((pipeline_id, key, value, i))
+    query = f"tags.`mlflow.parentRunId` = '{pipeline_id}' and tags.`{TAG_KIND}` = 'iteration'"
+    for child in client.search_runs([track.experiment_id], filter_string=query):
+        i = int(child.data.tags.get(TAG_ITERATION, -1))
+        if i in elos:
+            for key, value in elo_metrics(elos[i]).items():
+                if child.data.metrics.get(key) != value:
+                    new.append((child.info.run_id, key, value, i))
+    for run_id in dict.fromkeys(r for r, *_ in new):
+        write_points(client, run_id, [(k, v, i) for r, k, v, i in new if r == run_id])
+    return len(new)
 
 
 @task(name="mlflow-finish", **IO_RETRIES)

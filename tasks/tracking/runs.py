@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -115,6 +115,16 @@ def write_metrics(client: Any, run_id: str, metrics: Mapping[str, float], step: 
 
     now = int(time.time() * 1000)
     batch = [Metric(k, float(v), now, int(step)) for k, v in metrics.items() if v is not None]
+    for start in range(0, len(batch), 500):
+        client.log_batch(run_id, metrics=batch[start : start + 500])
+
+
+def write_points(client: Any, run_id: str, points: Sequence[tuple[str, float, int]]) -> None:
+    """Metric values at steps of their own: ``(key, value, step)``."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    batch = [Metric(k, float(v), now, int(step)) for k, v, step in points]
     for start in range(0, len(batch), 500):
         client.log_batch(run_id, metrics=batch[start : start + 500])
 

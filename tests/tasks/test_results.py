@@ -15,7 +15,7 @@ from tasks.run.results import (
     ratings_table,
     results_from_rows,
 )
-from tasks.watch import plot_elo_curve
+from tasks.watch import plot_elo_curve, read_elo_curve
 
 
 def row(match: str, game: int | None, black: str, white: str, winner: int | None, **extra) -> dict:
@@ -173,6 +173,19 @@ def test_plot_writes_a_png_atomically(tmp_path: Path) -> None:
     assert files(tmp_path / "plots") == ["elo.png"]
     plot_elo_curve([], tmp_path / "plots" / "elo.png")  # nothing to draw is still a plot
     assert files(tmp_path / "plots") == ["elo.png"]
+
+
+def test_the_plot_carries_the_numbers_it_draws(tmp_path: Path) -> None:
+    points = [(2, -310.123456789, -370.5, -250.25), (1, 1 / 3, -60.0, 180.0)]
+    out = plot_elo_curve(points, tmp_path / "elo.png", scale="gnugo-l1 = 0")
+    assert read_elo_curve(out) == sorted(points)  # exactly, in iteration order
+    from PIL import Image
+
+    Image.new("RGB", (2, 2)).save(tmp_path / "other.png")
+    (tmp_path / "text.png").write_text("iteration,elo,low,high\n")
+    for other in ("other.png", "text.png"):
+        with pytest.raises(ResultsStoreError, match="not an Elo curve"):
+            read_elo_curve(tmp_path / other)
 
 
 def test_plot_rejects_a_point_outside_its_interval(tmp_path: Path) -> None:
