@@ -156,20 +156,34 @@ def gate(
 @expected_errors
 def elo(
     store: StoreOpt = None,
-    anchor: Annotated[str, typer.Option(help="Player fixed at --anchor-elo.")] = "random",
+    anchor: Annotated[
+        str | None,
+        typer.Option(
+            help="Player fixed at --anchor-elo (default: the run's scale: GnuGo level 1 = 0"
+            " once it has played, else random = 0)."
+        ),
+    ] = None,
     anchor_elo: Annotated[float, typer.Option(help="Rating of the anchor.")] = 0.0,
     config: ConfigOpt = None,
     set_: SetOpt = None,
 ) -> None:
-    """Print Elo ratings with 95% intervals over every recorded game."""
+    """Print Elo ratings with 95% intervals over every recorded game, on the run's scale."""
     from cli.report import elo_table
+    from tabula.ladder import elo_scale
     from tasks.run.results import ratings_table
 
     cfg = config_from(config, set_)
     store = store or _run_results(cfg)
     if not Path(store).exists():
         raise UsageError(f"{store}: no results store yet (play a match first)")
-    elo_table(ratings_table(store, anchor=anchor, anchor_elo=anchor_elo))
+    if anchor is not None:
+        elo_table(ratings_table(store, anchor=anchor, anchor_elo=anchor_elo))
+        typer.echo(f"Elo scale: {anchor} = {anchor_elo:g}")
+        return
+    fixed = _run_anchors(cfg)
+    rows = ratings_table(store, anchors=fixed)
+    elo_table(rows)
+    typer.echo(f"Elo scale: {elo_scale(fixed, (row['player'] for row in rows))}")
 
 
 def model_resolver(cfg: Any) -> Callable[[str], Path]:
@@ -184,6 +198,18 @@ def model_resolver(cfg: Any) -> Callable[[str], Path]:
         return resolve_model(uri, cfg.pipeline.mlflow_tracking_uri, project_dir(), dst)[0]
 
     return resolve
+
+
+def _run_anchors(cfg: Any) -> dict[str, float]:
+    """The players the run's Elo fit holds fixed (`tabula.ladder.fixed_elos`), from its frozen
+    config when it has one, so that ``tabula elo`` shows the pipeline's scale."""
+    from tabula.config import parse_config
+    from tabula.ladder import fixed_elos
+
+    layout = RunLayout(project_dir(), cfg.pipeline.data_dir, cfg.pipeline.name)
+    if layout.params.exists():
+        cfg = parse_config(layout.params.read_text(), source=str(layout.params))
+    return fixed_elos(cfg.evaluation.anchors, cfg.rules.board_size)
 
 
 def _run_results(cfg: Any) -> Path:
