@@ -17,6 +17,7 @@ import yaml
 
 from tasks import versioning
 from tests import pipeline_runs as runs
+from tests.conftest import TINY
 from tests.repos import clone_this_repo
 
 pytestmark = pytest.mark.slow
@@ -237,3 +238,68 @@ def test_reproduce_with_no_data_in_the_remote_is_one_line(ran, tmp_path):
 
 def _venv_env() -> dict[str, str]:
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_one_elo_for_every_iteration(ran, prefect_server):
+    """The finished run's closing table (``tabula run`` again prints it), ``tabula elo``,
+    ``plots/elo.csv``, the points of ``elo.png`` and MLflow's ``elo`` give each iteration the
+    same Elo: the run's latest fit. The fit each evaluation made at the time, which later games
+    moved, is ``elo_then`` in ``plots/elo.csv`` and MLflow."""
+    from tasks import tracking
+    from tasks.run.layout import RunLayout
+    from tasks.run.markers import finished
+    from tasks.run.records import EvaluationRecord, Stage
+    from tasks.watch import read_elo_curve
+
+    layout = RunLayout(ran, "data", runs.RUN)
+    curve = {i: elo for i, elo, _, _ in read_elo_curve(layout.elo_plot)}
+    assert sorted(curve) == [0, 1, 2]  # 0: the random network, rated by its gate games
+    png = {i: curve[i] for i in (1, 2)}
+    printed = {i: f"{elo:.0f}" for i, elo in png.items()}
+    csv = {int(r["iteration"]): r for r in _csv_rows(layout.plot("elo"))}
+    assert {i: float(r["elo"]) for i, r in csv.items()} == pytest.approx(png, rel=1e-5)
+
+    then = {i: finished(layout, i, Stage.EVALUATE, EvaluationRecord).elo.elo for i in (1, 2)}
+    assert {i: float(r["elo_then"]) for i, r in csv.items()} == pytest.approx(then, rel=1e-5)
+    assert then[1] != png[1] and then[2] == png[2]  # iteration 2's games moved iteration 1's
+
+    args = [a for item in [*TINY, *runs.GATED] for a in ("--set", item)]
+    env = {**_venv_env(), "COLUMNS": "250", "PREFECT_API_URL": prefect_server}
+    closing = _table(sh_env(ran, env, "tabula", "run", "--iterations", "2", *args), "Elo ± 95%")
+    assert {int(i): cell.split(" ± ")[0] for i, cell in closing.items()} == printed
+    rated = _table(sh_env(ran, env, "tabula", "elo", *args), "Elo", key="player")
+    assert {i: rated[layout.model_id(i)] for i in png} == printed
+
+    client = tracking.connect("sqlite:///mlflow/mlflow.db", ran)
+    exp = client.get_experiment_by_name(tracking.experiment_name())
+    found = client.search_runs([exp.experiment_id], f"tags.`{tracking.TAG_RUN}` = '{runs.RUN}'")
+    pipeline = next(r for r in found if r.data.tags[tracking.TAG_KIND] == "pipeline")
+    history = client.get_metric_history(pipeline.info.run_id, "elo")  # (after two closes)
+    assert sorted((m.step, m.value) for m in history) == sorted(curve.items())
+    history = client.get_metric_history(pipeline.info.run_id, "elo_then")
+    assert sorted((m.step, m.value) for m in history) == sorted(then.items())
+    for child in (r for r in found if r.data.tags[tracking.TAG_KIND] == "iteration"):
+        i = int(child.data.tags[tracking.TAG_ITERATION])
+        assert (child.data.metrics["elo"], child.data.metrics["elo_then"]) == (png[i], then[i])
+
+
+def sh_env(cwd: Path, env: dict[str, str], *args: str) -> str:
+    proc = subprocess.run(args, cwd=cwd, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, f"{' '.join(args)}: {proc.stdout}{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    import csv
+
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _table(stdout: str, column: str, key: str = "iteration") -> dict[str, str]:
+    """A rich table's ``column`` by its ``key`` column, from a command's output."""
+    lines = [line.replace("┃", "│") for line in stdout.splitlines()]  # (the header's rule)
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines if line[:1] == "│"]
+    header = rows[0]
+    assert column in header and key in header, stdout
+    return {r[header.index(key)]: r[header.index(column)] for r in rows[1:]}
