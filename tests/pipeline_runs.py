@@ -95,9 +95,25 @@ def start(
             stdout=subprocess.DEVNULL,
             stderr=err,
             start_new_session=True,
-            preexec_fn=preexec,
+            preexec_fn=as_a_foreground_job(preexec),
         )
     return Run(proc, log, started)
+
+
+def as_a_foreground_job(preexec: Callable[[], None] | None) -> Callable[[], None]:
+    """A ``preexec_fn``: Ctrl-C's signals (SIGINT, SIGQUIT) at their defaults, as a terminal's
+    shell starts a foreground job, then ``preexec``. A signal ignored is still ignored after
+    ``exec``, and Python then installs no KeyboardInterrupt handler: the tests of a suite started
+    in the background (``make test &``, which ignores both) would start runs that never see the
+    Ctrl-C the tests send."""
+
+    def child() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+        if preexec is not None:
+            preexec()
+
+    return child
 
 
 def run(

@@ -66,6 +66,23 @@ def test_ctrl_c_stops_a_run_on_its_own_server_at_once(project, home):
     assert gone(server)
 
 
+def test_the_runs_of_a_suite_started_in_the_background_take_ctrl_c(project, home):
+    """A suite started in the background (``make test &``) ignores SIGINT, and an ignored
+    signal stays ignored across ``exec``: the runs the tests start must not inherit that
+    (`runs.as_a_foreground_job`), or they finish whatever Ctrl-C the tests send."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        run = runs.start(project, 1, None, env=home)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        status = Path(f"/proc/{run.proc.pid}/status").read_text()
+        ignored = int(status.split("SigIgn:")[1].split()[0], 16)  # bit n - 1: signal n
+        assert not ignored & 1 << (signal.SIGINT - 1)
+    finally:
+        run.kill()
+
+
 def test_a_run_killed_outright_takes_its_server_along(project, home):
     run = runs.start(project, 1, None, env=home)
     server = own_server(run, project)
