@@ -203,6 +203,20 @@ class _Fitted:
     ckpt: Path
 
 
+def _fit_steps(
+    trainer: pl.Trainer, system: AlphaZeroSystem, dm: ShardDataModule, resume: str | None
+) -> None:
+    """``trainer.fit``, a Ctrl-C inside it raised as the KeyboardInterrupt it is. Lightning
+    catches that one, shuts down and calls ``sys.exit(1)``: the run would exit 1 on Prefect's
+    crash lines instead of ending as an interrupt (exit 130, `cli.common.expected_errors`)."""
+    try:
+        trainer.fit(system, datamodule=dm, ckpt_path=resume, weights_only=True)
+    except SystemExit as stop:
+        if isinstance(stop.__context__, KeyboardInterrupt):  # (Lightning's own exit)
+            raise KeyboardInterrupt("interrupted while training") from stop
+        raise
+
+
 def _fit(
     cfg: Config,
     spec: TrainSpec,
@@ -237,7 +251,7 @@ def _fit(
     started = time.perf_counter()
     # Our .ckpt files hold only tensors and plain values: load them the safe way.
     resume = None if resumed is None else str(init)
-    trainer.fit(system, datamodule=dm, ckpt_path=resume, weights_only=True)
+    _fit_steps(trainer, system, dm, resume)
     seconds = time.perf_counter() - started
     _save_trainer(trainer, ckpt)
     return _Fitted(system, window, steps, seconds, bf16, ckpt)

@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from tasks import tracking, versioning
-from tasks.run.faults import KILL_AT
+from tasks.run.faults import KILL_AT, KILL_SIGNAL
 from tasks.run.layout import RunLayout, read_json
 from tests.conftest import TINY
 
@@ -79,6 +79,7 @@ def start(
     if api is not None:
         environ["PREFECT_API_URL"] = api
     environ.pop(KILL_AT, None)
+    environ.pop(KILL_SIGNAL, None)
     if kill_at is not None:
         environ[KILL_AT] = kill_at
     environ.update(env or {})

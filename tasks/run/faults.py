@@ -6,7 +6,8 @@ points: each `Stage` (``init``, ``plan``, ``selfplay``, ``train``, ``evaluate``,
 reached after a stage's work and before its marker, and inside the long stages at each progress
 report (a self-play game, a training step, a gate or anchor game); ``dvc`` after a DVC commit
 and push, before the stage that made it is marked; ``lineage`` before an iteration's files are
-committed to the run branch. Never set it outside tests.
+committed to the run branch. ``TABULA_KILL_SIGNAL=INT`` sends the process group a SIGINT there
+instead, as Ctrl-C in a terminal does (the Ctrl-C tests). Never set them outside tests.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from collections import Counter
 
 #: The test-only variable naming the point where the process kills itself.
 KILL_AT = "TABULA_KILL_AT"
+#: The test-only variable naming the signal sent there instead of SIGKILL ("INT": Ctrl-C).
+KILL_SIGNAL = "TABULA_KILL_SIGNAL"
 _reached: Counter[str] = Counter()
 _reached_lock = threading.Lock()  # self-play workers report from several threads
 
 
 def kill_point(name: str) -> None:
-    """Test-only: SIGKILL this process if ``TABULA_KILL_AT`` names this visit to ``name``."""
+    """Test-only: SIGKILL this process if ``TABULA_KILL_AT`` names this visit to ``name`` (or
+    send its process group ``TABULA_KILL_SIGNAL``)."""
     wanted = os.environ.get(KILL_AT)
     if not wanted:
         return
@@ -33,4 +37,8 @@ def kill_point(name: str) -> None:
     with _reached_lock:
         _reached[name] += 1
         if _reached[name] == int(nth or 1):
-            os.kill(os.getpid(), signal.SIGKILL)
+            sent = os.environ.get(KILL_SIGNAL)
+            if sent:
+                os.killpg(os.getpgrp(), signal.Signals[f"SIG{sent}"])
+            else:
+                os.kill(os.getpid(), signal.SIGKILL)

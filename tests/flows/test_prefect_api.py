@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tasks.run.faults import KILL_SIGNAL
 from tests import pipeline_runs as runs
 
 pytestmark = pytest.mark.slow
@@ -64,6 +65,16 @@ def test_ctrl_c_stops_a_run_on_its_own_server_at_once(project, home):
     assert statuses.pop("pipeline") == "KILLED"
     assert sorted(statuses.values()) == ["FINISHED"] * (len(statuses) - 1) + ["KILLED"], statuses
     assert gone(server)
+
+
+def test_ctrl_c_inside_training_ends_the_run_as_an_interrupt(project, home):
+    """Lightning turns a KeyboardInterrupt inside ``fit`` into ``sys.exit(1)``: Ctrl-C at the
+    second training step (a test-only point, `tasks.run.faults`) must still end the run 130."""
+    env = {**home, KILL_SIGNAL: "INT"}
+    rc, stderr = runs.start(project, 1, None, kill_at="train:2", env=env).wait(timeout=600)
+    assert rc == 130, stderr[-3000:]
+    assert runs.error_line(stderr) == "tabula: interrupted"
+    assert runs.statuses(project) == {"pipeline": "KILLED", "iter-1": "KILLED"}
 
 
 def test_the_runs_of_a_suite_started_in_the_background_take_ctrl_c(project, home):
