@@ -1,7 +1,7 @@
 """What every `tabula` command shares: the ``--config``/``--set`` options and the config they
-name (`config_from`), one-line errors (`expected_errors`, `one_line_console_errors`), SIGTERM as
-an interrupt (`interrupt_on_sigterm`), and the project folder (`project_dir`, the working
-directory)."""
+name (`config_from`), one-line errors (`expected_errors`, `one_line_console_errors`), Ctrl-C and
+SIGTERM as an interrupt that sticks (`interrupt_on_signals`), and the project folder
+(`project_dir`, the working directory)."""
 
 from __future__ import annotations
 
@@ -39,14 +39,16 @@ SetOpt = Annotated[
 ]
 
 
-def interrupt_on_sigterm() -> None:
+def interrupt_on_signals() -> None:
     """SIGTERM (``kill``, a scheduler stopping the run) unwinds like Ctrl-C, so the run's MLflow
-    runs end KILLED and its lock is released; SIGKILL leaves that to the next resume."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
+    runs end KILLED and its lock is released; SIGKILL leaves that to the next resume. Both are
+    remembered (`tasks.interrupts`), so that one Prefect's engine drops still stops the run.
+    A SIGINT ignored (a run started in the background, ``tabula run &``) stays ignored."""
+    from tasks.interrupts import interrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, interrupt)
 
 
 def _fail(message: str, code: int = 2) -> None:

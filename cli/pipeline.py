@@ -12,7 +12,7 @@ from cli.common import (
     SetOpt,
     config_from,
     expected_errors,
-    interrupt_on_sigterm,
+    interrupt_on_signals,
     one_line_console_errors,
     project_dir,
 )
@@ -49,7 +49,7 @@ def run(
     from tasks.watch import showing
 
     one_line_console_errors()
-    interrupt_on_sigterm()
+    interrupt_on_signals()
     with stage_progress() as display, showing(display):
         rows = run_pipeline(
             cfg, project_dir(), iterations, dask_address, core_hours, hours, cpu_start=0.0

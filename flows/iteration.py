@@ -24,6 +24,7 @@ from tasks.pictures import evaluation_pictures, selfplay_pictures
 from tasks.planning import plan
 from tasks.promote import promote
 from tasks.run.cputime import Laps, cores, stage_metrics
+from tasks.run.faults import kill_point
 from tasks.run.layout import RunLayout
 from tasks.run.markers import finished, resumable
 from tasks.run.records import EvaluationRecord, PromotionRecord, SelfplayRecord, Stage, TrainRecord
@@ -130,7 +131,13 @@ def run_promote(
     return result
 
 
-@flow(name="tabula-iteration", flow_run_name="{run}-iter-{i}")
+def _completed(flow_: object, flow_run: object, state: object) -> None:
+    """The flow's completion hook: the test-only point ``completed`` (`tasks.run.faults`), where
+    Prefect's engine has ended the flow run Completed and not yet closed it."""
+    kill_point("completed")
+
+
+@flow(name="tabula-iteration", flow_run_name="{run}-iter-{i}", on_completion=[_completed])
 def iteration(
     config_yaml: str,
     project: str,

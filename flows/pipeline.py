@@ -26,6 +26,7 @@ from tabula.plan import derive_seed
 from tasks import tracking, versioning
 from tasks.commits import dvc_commit
 from tasks.frozen_config import freeze_config
+from tasks.interrupts import raise_if_interrupted
 from tasks.planning import asked_iterations, init_model, upcoming
 from tasks.promote import set_champion
 from tasks.run.budget import charge, measured_as, metered, read_budget, spent_on
@@ -82,6 +83,7 @@ def pipeline(
             row = closed_row(layout, i)
             if row is None:
                 row = one(config_yaml, project, run, i, track, tags, planned)
+                raise_if_interrupted()  # a Ctrl-C the iteration flow's engine dropped
                 settle_heap()
                 row = charge(layout, meter, row)
             rows.append(row)
@@ -188,7 +190,7 @@ def run_pipeline(
             tracking.mark_killed(cfg, layout)
         n = asked_iterations(cfg, layout, iterations, core_hours, hours)
         with prefect_api(cfg.pipeline.prefect_api_url):
-            return pipeline(
+            rows = pipeline(
                 text,
                 str(layout.project),
                 layout.run,
@@ -198,3 +200,5 @@ def run_pipeline(
                 hours,
                 cpu_start,
             )
+        raise_if_interrupted()  # a Ctrl-C the pipeline flow's engine dropped at its end
+        return rows

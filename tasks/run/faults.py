@@ -6,7 +6,8 @@ points: each `Stage` (``init``, ``plan``, ``selfplay``, ``train``, ``evaluate``,
 reached after a stage's work and before its marker, and inside the long stages at each progress
 report (a self-play game, a training step, a gate or anchor game); ``dvc`` after a DVC commit
 and push, before the stage that made it is marked; ``lineage`` before an iteration's files are
-committed to the run branch. ``TABULA_KILL_SIGNAL=INT`` sends the process group a SIGINT there
+committed to the run branch; ``completed`` once an iteration's flow run is Completed, before
+Prefect's engine has closed it. ``TABULA_KILL_SIGNAL=INT`` sends the process group a SIGINT there
 instead, as Ctrl-C in a terminal does (the Ctrl-C tests). Never set them outside tests.
 """
 

@@ -77,6 +77,16 @@ def test_ctrl_c_inside_training_ends_the_run_as_an_interrupt(project, home):
     assert runs.statuses(project) == {"pipeline": "KILLED", "iter-1": "KILLED"}
 
 
+def test_ctrl_c_as_an_iteration_ends_stops_the_run_before_the_next(project, home):
+    """Prefect's engine drops a KeyboardInterrupt raised once a flow run is Completed
+    (`tasks.interrupts`): Ctrl-C there (a test-only point) must still stop the run, 130."""
+    env = {**home, KILL_SIGNAL: "INT"}
+    rc, stderr = runs.start(project, 2, None, kill_at="completed", env=env).wait(timeout=900)
+    assert rc == 130, stderr[-3000:]
+    assert runs.error_line(stderr) == "tabula: interrupted"
+    assert runs.statuses(project) == {"pipeline": "KILLED", "iter-1": "FINISHED"}
+
+
 def test_the_runs_of_a_suite_started_in_the_background_take_ctrl_c(project, home):
     """A suite started in the background (``make test &``) ignores SIGINT, and an ignored
     signal stays ignored across ``exec``: the runs the tests start must not inherit that

@@ -1,0 +1,30 @@
+"""Interrupts that Prefect's engine cannot drop: a Ctrl-C (or a SIGTERM) is remembered when it
+raises KeyboardInterrupt (`interrupt`, the handler `tabula run` installs), and the pipeline
+raises it again (`raise_if_interrupted`) when a flow returns as if nothing had happened.
+
+Prefect's flow engine ends a flow run Completed and then closes it (its task runner, its
+heartbeats, its last log lines); a KeyboardInterrupt raised in between is dropped there (at
+debug level: "BaseException was raised after user code finished executing") and the flow
+returns its result. A Ctrl-C at the end of an iteration would then let the run start the next
+one and finish with exit 0.
+"""
+
+from __future__ import annotations
+
+import threading
+
+_received = threading.Event()
+
+
+def interrupt(signum: int, frame: object) -> None:
+    """A signal handler (the main thread's): remember the interrupt, then raise it as
+    KeyboardInterrupt, as Python's own SIGINT handler does."""
+    _received.set()
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def raise_if_interrupted() -> None:
+    """Raise KeyboardInterrupt if `interrupt` ran in this process: the one it raised was
+    dropped on the way (Prefect's engine), and the run must still stop."""
+    if _received.is_set():
+        raise KeyboardInterrupt("interrupted")
