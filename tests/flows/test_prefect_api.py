@@ -1,7 +1,9 @@
 """The Prefect API a run reports to (`flows.api`): the configured ``pipeline.prefect_api_url``,
 else ``PREFECT_API_URL``, else a temporary server of the run's own that Ctrl-C does not stop
-before the run and that a SIGKILL of the run does not leave behind. Real ``tabula run``
-subprocesses; the temporary servers keep their database under the test's PREFECT_HOME."""
+before the run and that a SIGKILL of the run does not leave behind; and Ctrl-C ending a run
+as an interrupt wherever it lands (inside training, as an iteration's flow ends), whatever way
+the test suite itself was started. Real ``tabula run`` subprocesses; the temporary servers keep
+their database under the test's PREFECT_HOME."""
 
 from __future__ import annotations
 
