@@ -12,19 +12,39 @@ space, everything after ``#`` is a comment, and lines that are then empty get no
 (`handle` returns None).
 
 Failure messages: ``unknown command``; ``syntax error`` (wrong argument count, a colour
-that is not b/black/w/white, a token that is not a vertex/int/float); ``illegal move``
-(occupied, suicide, positional superko, or a well-formed vertex off this board);
-``unacceptable size`` (boardsize outside 5..19); ``cannot undo`` (no move to take back).
+that is not b/black/w/white, a token that is not a vertex/int/float, a status that is not
+alive/dead/seki); ``illegal move`` (occupied, suicide, positional superko, or a well-formed
+vertex off this board); ``unacceptable size`` (a board size the player cannot play: outside
+5..19, or another size than a network's); ``cannot undo`` (no move to take back: handicap
+stones are not moves); and the handicap commands' failures as the spec names them: ``board
+not empty``, ``invalid number of stones``, ``bad vertex list`` (pass, a repeated vertex or
+one off the board, fewer than 2 or more than N*N-1 vertices).
+
+Handicap stones (``fixed_handicap``: `tabula.go.handicap`'s pattern; ``place_free_handicap``:
+that pattern, then black moves of the player for stones beyond it, fewer when it would pass;
+``set_free_handicap``) are black stones on an empty board, White to play; they are not in the
+move history that ``undo`` takes back (the player sees them as black moves, the only way a
+`Game` holds stones).
+
+``final_status_list alive|dead|seki`` answers with Tromp-Taylor's view, the one
+``final_score`` counts by: every stone on the board counts for its colour as it stands (a
+game is played on until dead stones are captured), so every stone is ``alive``, one string
+per line, and ``dead`` and ``seki`` are empty. A GUI that scores from the dead list (GoGui)
+then agrees with ``final_score``.
 
 Moves come from a pluggable `Player`: `tabula.players.RandomPlayer`, the network players of
 `tabula.players` and the GTP engines of `tasks.engines` implement it. A player that can also
 search a position for a GUI (`tabula.analyze.Analyst`: the network + MCTS player) adds
-``lz-analyze``; one that can show its network's view (`tabula.analyze.NetworkView`: both
-network players) adds GoGui's analyze commands (`tabula.analyze` has the formats).
-``lz-analyze`` is the one command whose response streams: `run` writes its ``info`` lines until
+``lz-analyze`` and ``lz-genmove_analyze``; one that can show its network's view
+(`tabula.analyze.NetworkView`: both network players) adds GoGui's analyze commands
+(`tabula.analyze` has the formats). Their responses stream. ``lz-analyze``: `run` writes its
+``info`` lines until
 the next command arrives (a line waiting on a file descriptor; an in-memory stream gets one
 line), and the response ends with the empty line that precedes the next response (or the end
-of input).
+of input). ``lz-genmove_analyze`` (Leela Zero's, which Lizzie sends to play with analysis
+shown) answers ``=``, then ``info`` lines while the same search runs to ``visits``
+simulations, then ``play MOVE`` (its most visited move, played on the board) and the empty
+line; `respond` yields the lines as they come.
 Vertices are GTP coordinates (A..T without I, row 1 at the bottom, see `tabula.go.coords`).
 """
 
@@ -33,7 +53,7 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from typing import Protocol, TextIO
 
 import numpy as np
@@ -42,6 +62,7 @@ from tabula.analyze import (
     GOGUI_COMMANDS,
     AnalyzeArgsError,
     LineReader,
+    LzRequest,
     Streaming,
     lz_line,
     parse_lz_analyze,
@@ -51,6 +72,8 @@ from tabula.analyze import (
 from tabula.go import coords
 from tabula.go.coords import MAX_SIZE, MIN_SIZE, RESIGN
 from tabula.go.game import Game, IllegalMoveError
+from tabula.go.handicap import fixed_handicap, max_fixed_handicap, strings
+from tabula.mcts.analysis import Analysis, MoveInfo
 from tabula.sgf import result_string
 
 ENGINE_NAME = "tabula"
@@ -62,6 +85,9 @@ _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _VERTEX = re.compile(r"[A-HJ-Z][0-9]{1,2}")  # well-formed, maybe off this board
 _COLOURS = {"b": 1, "black": 1, "w": -1, "white": -1}
+_STATUSES = ("alive", "dead", "seki")
+#: Every size `Game` plays: what a player that names none (random, other engines) accepts.
+ALL_SIZES = range(MIN_SIZE, MAX_SIZE + 1)
 _INT_CAP = 10**18  # longer integers saturate (never hand huge digit strings to int())
 
 
@@ -130,17 +156,30 @@ def _format(ok: bool, cmd_id: str, text: str) -> str:
 class GtpEngine:
     """GTP 2 engine state: the current `Game`, board size, komi, and the move source.
 
-    `handle(line)` never raises: malformed lines get ``? syntax error`` or
-    ``? unknown command``, and any failure inside a `Player` becomes a ``?`` response.
+    ``sizes``: the board sizes the player can play (``boardsize`` refuses the others; a network
+    plays the one size it was trained for); ``visits``: the simulations of
+    ``lz-genmove_analyze``'s search. `handle(line)` never raises: malformed lines get ``?
+    syntax error`` or ``? unknown command``, and any failure inside a `Player` becomes a ``?``
+    response.
     """
 
-    def __init__(self, player: Player, size: int = 9, komi: float = 7.5) -> None:
+    def __init__(
+        self,
+        player: Player,
+        size: int = 9,
+        komi: float = 7.5,
+        sizes: Collection[int] = ALL_SIZES,
+        visits: int = 64,
+    ) -> None:
         self.player = player
         self.size = size
         self.komi = komi
+        self.sizes, self.visits = sizes, visits
         self.game = Game(size=size, komi=komi)
         self.wants_quit = False
         self._streaming: Streaming | None = None
+        self._handicap = 0  # the first moves of `game` that are handicap stones
+        self._rest: Iterator[str] | None = None  # a response's lines still to come
         self._commands: dict[str, Callable[[list[str]], str]] = {
             "protocol_version": self._protocol_version,
             "name": self._name,
@@ -159,11 +198,16 @@ class GtpEngine:
             "undo": self._undo,
             "showboard": self._showboard,
             "final_score": self._final_score,
+            "final_status_list": self._final_status_list,
+            "fixed_handicap": self._fixed_handicap,
+            "place_free_handicap": self._place_free_handicap,
+            "set_free_handicap": self._set_free_handicap,
             "time_settings": self._time_settings,
             "time_left": self._time_left,
         }
         if callable(getattr(player, "analysis", None)):
             self._commands["lz-analyze"] = self._lz_analyze
+            self._commands["lz-genmove_analyze"] = self._lz_genmove_analyze
         if callable(getattr(player, "network_view", None)):
             self._commands["gogui-analyze_commands"] = self._gogui_analyze_commands
             self._commands["tabula-policy"] = self._tabula_policy
@@ -171,10 +215,23 @@ class GtpEngine:
 
     def handle(self, line: str) -> str | None:
         """Answer one GTP line; None for lines that are empty after pre-processing."""
+        parts = list(self.respond(line))
+        return "".join(parts) if parts else None
+
+    def respond(self, line: str) -> Iterator[str]:
+        """`handle`'s answer in the parts a streaming response writes as they come (nothing
+        for a line that is empty after pre-processing)."""
         tokens = preprocess(line).split()
         if not tokens:
-            return None
-        return self.end_analysis() + self._answer(tokens)
+            return
+        yield self.end_analysis() + self._answer(tokens)
+        rest, self._rest = self._rest, None
+        if rest is None:
+            return
+        try:
+            yield from rest
+        except Exception:  # noqa: BLE001 - as in `_answer`: a Player bug must not kill GTP
+            yield "\n"  # the response's end; the move is not played
 
     def end_analysis(self) -> str:
         """The end of an open ``lz-analyze`` response (its empty line), or ""."""
@@ -194,7 +251,7 @@ class GtpEngine:
             return _format(False, cmd_id, "unknown command")
         try:
             text = command(tokens[1:])
-            if self._streaming is not None:  # lz-analyze: the info lines follow in `run`
+            if self._streaming is not None or self._rest is not None:  # lines follow
                 return f"={cmd_id}\n"
             return _format(True, cmd_id, text)
         except _GtpFailure as failure:
@@ -211,9 +268,8 @@ class GtpEngine:
             line = inp.readline()
             if not line:
                 break
-            response = self.handle(line)
-            if response is not None:
-                out.write(response)
+            for part in self.respond(line):
+                out.write(part)
                 out.flush()
         out.write(self.end_analysis())
         out.flush()
@@ -273,15 +329,15 @@ class GtpEngine:
         if len(args) != 1:
             raise _syntax_error()
         size = _parse_int(args[0])
-        if not MIN_SIZE <= size <= MAX_SIZE:
+        if size not in self.sizes:
             raise _GtpFailure("unacceptable size")
         self.size = size
-        self.game = Game(size=size, komi=self.komi)
+        self.game, self._handicap = Game(size=size, komi=self.komi), 0
         return ""
 
     def _clear_board(self, args: list[str]) -> str:
         self._no_args(args)
-        self.game = Game(size=self.size, komi=self.komi)
+        self.game, self._handicap = Game(size=self.size, komi=self.komi), 0
         return ""
 
     def _komi(self, args: list[str]) -> str:
@@ -356,9 +412,69 @@ class GtpEngine:
 
     def _undo(self, args: list[str]) -> str:
         self._no_args(args)
-        if not self.game.history:
+        if len(self.game.history) <= self._handicap:
             raise _GtpFailure("cannot undo")
         self.game.undo()
+        return ""
+
+    # -- handicap ----------------------------------------------------------------------------
+
+    def _stones(self, args: list[str]) -> int:
+        """The number of stones of a handicap command, on an empty board."""
+        if len(args) != 1:
+            raise _syntax_error()
+        stones = _parse_int(args[0])
+        if self.game.board.any():
+            raise _GtpFailure("board not empty")
+        return stones
+
+    def _place_handicap(self, points: list[int]) -> str:
+        for point in points:
+            self.game.play(point, 1)
+        self._handicap = len(self.game.history)
+        return " ".join(coords.to_gtp(p, self.size) for p in points)
+
+    def _fixed_handicap(self, args: list[str]) -> str:
+        stones = self._stones(args)
+        if not 2 <= stones <= max_fixed_handicap(self.size):
+            raise _GtpFailure("invalid number of stones")
+        return self._place_handicap(fixed_handicap(stones, self.size))
+
+    def _place_free_handicap(self, args: list[str]) -> str:
+        stones = self._stones(args)
+        if not 2 <= stones <= self.size * self.size - 1:
+            raise _GtpFailure("invalid number of stones")
+        fixed = min(stones, max_fixed_handicap(self.size))
+        points = fixed_handicap(fixed, self.size) if fixed >= 2 else []
+        game = Game(size=self.size, komi=self.komi)
+        for point in points:
+            game.play(point, 1)
+        while len(points) < stones:  # beyond the pattern: where the player would play
+            move = self.player.genmove(game.copy(), 1)
+            if not 0 <= move < self.size * self.size or not game.is_legal(move, 1):
+                break  # it would pass (or resign): these stones are enough (spec 4.1.2)
+            game.play(move, 1)
+            points.append(int(move))
+        if len(points) < 2:
+            raise _GtpFailure("invalid number of stones")
+        return self._place_handicap(points)
+
+    def _set_free_handicap(self, args: list[str]) -> str:
+        if not args:
+            raise _syntax_error()
+        tokens = [a.upper() for a in args]
+        if any(t != "PASS" and not _VERTEX.fullmatch(t) for t in tokens):
+            raise _syntax_error()
+        if self.game.board.any():
+            raise _GtpFailure("board not empty")
+        M = self.size * self.size
+        try:
+            points = [coords.from_gtp(t, self.size) if t != "PASS" else M for t in tokens]
+        except ValueError:
+            raise _GtpFailure("bad vertex list") from None
+        if M in points or len(set(points)) != len(points) or not 2 <= len(points) <= M - 1:
+            raise _GtpFailure("bad vertex list")
+        self._place_handicap(points)
         return ""
 
     # -- analysis ----------------------------------------------------------------------------
@@ -372,6 +488,34 @@ class GtpEngine:
         analysis = self.player.analysis(self.game.copy(), colour)  # type: ignore[attr-defined]
         self._streaming = Streaming(request, analysis.steps())
         return ""
+
+    def _lz_genmove_analyze(self, args: list[str]) -> str:
+        try:
+            request = parse_lz_analyze(args)
+        except AnalyzeArgsError:
+            raise _syntax_error() from None
+        colour = self.game.to_play if request.colour is None else request.colour
+        analysis = self.player.analysis(self.game.copy(), colour)  # type: ignore[attr-defined]
+        self._rest = self._genmove_lines(request, analysis, colour)
+        return ""
+
+    def _genmove_lines(self, request: LzRequest, analysis: Analysis, colour: int) -> Iterator[str]:
+        """``lz-genmove_analyze``'s lines: an ``info`` line every interval while the search
+        grows to `visits` simulations (and one at its end), then ``play MOVE`` and the
+        response's empty line; the move, the most visited, is played."""
+        moves: list[MoveInfo] = []
+        last = time.monotonic()
+        for moves in analysis.steps():
+            if analysis.visits >= self.visits:
+                break
+            if time.monotonic() - last >= request.interval:
+                yield lz_line(moves[: request.max_moves], self.size) + "\n"
+                last = time.monotonic()
+        if moves:
+            yield lz_line(moves[: request.max_moves], self.size) + "\n"
+        move = moves[0].move if moves else self.size * self.size  # no search: the game is over
+        self.game.play(move, colour)
+        yield f"play {coords.to_gtp(move, self.size)}\n\n"
 
     def _gogui_analyze_commands(self, args: list[str]) -> str:
         self._no_args(args)
@@ -405,6 +549,16 @@ class GtpEngine:
         self._no_args(args)
         return result_string(float(self.game.score()), self.game.winner())
 
+    def _final_status_list(self, args: list[str]) -> str:
+        if len(args) != 1 or args[0].lower() not in _STATUSES:
+            raise _syntax_error()
+        if args[0].lower() != "alive":
+            return ""  # Tromp-Taylor: every stone on the board counts as it stands
+        board = self.game.board
+        return "\n".join(
+            " ".join(coords.to_gtp(p, self.size) for p in string) for string in strings(board)
+        )
+
 
 def render_board(game: Game) -> str:
     """ASCII board in GTP coordinates: X black, O white, . empty; row 1 at the bottom."""
@@ -429,8 +583,11 @@ def serve(
     out: TextIO | None = None,
     size: int = 9,
     komi: float = 7.5,
+    sizes: Collection[int] = ALL_SIZES,
+    visits: int = 64,
 ) -> None:
-    """Run a GTP engine on `inp`/`out` until ``quit`` or end of input (the `tabula gtp` CLI).
+    """Run a GTP engine on `inp`/`out` until ``quit`` or end of input (the `tabula gtp` CLI);
+    ``sizes``, ``visits``: `GtpEngine`'s.
 
     `inp`/`out` default to the process's stdin/stdout (looked up at call time). A stream with a
     file descriptor is read through `LineReader` (so that ``lz-analyze`` sees the next command
@@ -440,7 +597,7 @@ def serve(
     """
     inp = sys.stdin if inp is None else inp
     out = sys.stdout if out is None else out
-    engine = GtpEngine(player, size=size, komi=komi)
+    engine = GtpEngine(player, size=size, komi=komi, sizes=sizes, visits=visits)
     try:
         fd = inp.fileno()
     except (AttributeError, OSError, ValueError):  # in memory (io.UnsupportedOperation)

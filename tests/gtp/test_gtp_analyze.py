@@ -109,6 +109,24 @@ def test_lz_analyze_takes_a_colour_and_maxmoves(engine):
     assert engine.close() == 0
 
 
+def test_lz_genmove_analyze_shows_its_search_then_plays(engine):
+    assert engine.ask("1 play b E5") == "=1 \n\n"
+    engine.send_raw(b"2 lz-genmove_analyze w 1\n")
+    assert engine.read_line() == "=2"
+    lines = []
+    while not (line := engine.read_line()).startswith("play "):
+        lines.append(line)
+    assert engine.read_line() == ""  # the empty line that ends the response
+    move = line.removeprefix("play ")  # as Lizzie reads it
+    assert lines and all(len(KATRAIN.findall(x)) == len(sabaki_parse(x)) >= 1 for x in lines)
+    assert KATRAIN.findall(lines[-1])[0][0] == move  # the search's most visited move
+    assert VERTEX.fullmatch(move) and move != "E5"
+    assert engine.ask(f"3 play w {move}") == "?3 illegal move\n\n"  # it is on the board
+    assert engine.ask("4 undo") == "=4 \n\n"
+    assert engine.ask(f"5 play w {move}") == "=5 \n\n"
+    assert engine.ask("6 lz-genmove_analyze x") == "?6 syntax error\n\n"
+
+
 def test_gogui_analyze_commands(engine):
     listed = engine.ask("gogui-analyze_commands")
     commands = [ln.split("/") for ln in listed.removeprefix("= ").split("\n") if ln]
@@ -128,6 +146,7 @@ def test_analysis_commands_need_a_network():
     engine = GtpEngine(RandomPlayer(0))
     assert engine.handle("known_command lz-analyze") == "= false\n\n"
     assert engine.handle("lz-analyze 10") == "? unknown command\n\n"
+    assert engine.handle("lz-genmove_analyze b 10") == "? unknown command\n\n"
 
 
 def test_bad_lz_analyze_arguments_are_syntax_errors(checkpoint):
@@ -151,3 +170,18 @@ def test_an_in_memory_stream_gets_one_line_per_analysis(checkpoint):
     header, info, end, answer, *_ = out.getvalue().split("\n")
     assert (header, end, answer) == ("=", "", "= tabula")
     assert info.startswith("info move ") and KATRAIN.search(info)
+
+
+def test_an_in_memory_stream_gets_a_whole_genmove_analysis(checkpoint):
+    from tabula.config import load_config
+    from tasks.players import make_player
+
+    player = make_player(str(checkpoint), load_config(None, []), simulations=8)
+    out = io.StringIO()
+    serve(player, io.StringIO("lz-genmove_analyze b 0 maxmoves 3\nshowboard\n"), out, visits=8)
+    analysis, board = out.getvalue().split("\n\n")[:2]
+    header, *infos, play = analysis.split("\n")
+    assert header == "=" and board.startswith("= \n   A B C")
+    assert infos and all(1 <= len(KATRAIN.findall(x)) <= 3 for x in infos)
+    assert play == f"play {KATRAIN.findall(infos[-1])[0][0]}"
+    assert "X" in board and "white to play" in board  # black's move is on the board
