@@ -4,7 +4,6 @@ engines), ``selfplay``, ``match``, ``gate`` and ``elo``."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -60,25 +59,44 @@ def gtp(
     threads: ThreadsOpt = 1,
     leaves: LeavesOpt = None,
     precision: PrecisionOpt = "fastest",
+    project: Annotated[
+        Path | None,
+        typer.Option(
+            help="The project whose MLflow store and runs models:/ and --run name (default:"
+            " the working directory when it holds runs, else the checkout this tabula is"
+            " installed from)."
+        ),
+    ] = None,
+    run: Annotated[
+        str | None,
+        typer.Option(
+            help="The run whose frozen config (data/RUN/params.yaml) sets the rules and search"
+            " (default: the run of a models:/ version or of the checkpoint's folder)."
+        ),
+    ] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
 ) -> None:
-    """Speak GTP version 2 on stdin/stdout (for GoGui, Sabaki, GnuGo matches)."""
+    """Speak GTP version 2 on stdin/stdout (for GoGui, Sabaki, Lizzie, GnuGo matches)."""
     from tabula.gtp import serve
+    from tasks.gtp_setup import gtp_setup
     from tasks.players import make_player
 
-    cfg = config_from(config, set_)
     if precision not in ("fastest", "auto", "fp32", "bf16"):
         raise UsageError(f"--precision {precision!r}: use fastest, auto, fp32 or bf16")
-    if threads and model != "random":
+    setup = gtp_setup(model, project, run, config, set_ or [], project_dir())
+    cfg = setup.cfg
+    if threads and setup.checkpoint is not None:
         from model.evaluator import set_threads
 
         set_threads(threads)
     gtp_player = make_player(
-        model, cfg, simulations=simulations, seed=seed, resolver=model_resolver(cfg),
+        model, cfg, simulations=simulations, seed=seed, resolver=lambda _: setup.checkpoint,
         precision=precision, leaves_per_move=leaves,
     )  # fmt: skip
-    serve(gtp_player, sys.stdin, sys.stdout, size=cfg.rules.board_size, komi=cfg.rules.komi)
+    visits = simulations or cfg.evaluation.simulations
+    serve(gtp_player, sys.stdin, sys.stdout, size=cfg.rules.board_size, komi=cfg.rules.komi,
+          sizes=setup.sizes, visits=visits)  # fmt: skip
 
 
 @expected_errors
@@ -184,20 +202,6 @@ def elo(
     rows = ratings_table(store, anchors=fixed)
     elo_table(rows)
     typer.echo(f"Elo scale: {elo_scale(fixed, (row['player'] for row in rows))}")
-
-
-def model_resolver(cfg: Any) -> Callable[[str], Path]:
-    """models:/NAME@ALIAS → a local checkpoint, downloaded from the run's MLflow store."""
-
-    def resolve(uri: str) -> Path:
-        import tempfile
-
-        from tasks.tracking import resolve_model
-
-        dst = Path(tempfile.mkdtemp(prefix="tabula-model-"))
-        return resolve_model(uri, cfg.pipeline.mlflow_tracking_uri, project_dir(), dst)[0]
-
-    return resolve
 
 
 def _run_anchors(cfg: Any) -> dict[str, float]:

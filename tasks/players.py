@@ -134,6 +134,19 @@ def make_player(
     )
 
 
+def checkpoint_of(spec: str, resolver: Resolver | None = None) -> Path | None:
+    """The checkpoint a network player's spec names (`make_player`'s reading of it, models:/
+    resolved), None for the random player and GTP engines."""
+    spec = spec.strip()
+    if spec in ("", "random") or spec.startswith("gtp:"):
+        return None
+    kind, rest = "mcts", spec
+    for prefix in ("raw:", "mcts:"):
+        if spec.startswith(prefix):
+            kind, rest = prefix[:-1], spec[len(prefix) :]
+    return _checkpoint_path(spec, _split_simulations(spec, rest, kind)[0], resolver)
+
+
 def resolve_command(command: str) -> list[str]:
     """argv for a GTP command line; the program is looked up on PATH, then in /usr/games."""
     try:

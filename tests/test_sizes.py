@@ -34,6 +34,7 @@ EXCEPTIONS: dict[str, str] = {
     "tabula/go/board.py:legal_mask": _NUMBA_KERNEL,
     "tabula/go/board.py:play_checked": _NUMBA_KERNEL,
     "tabula/go/board.py:move_status": _NUMBA_KERNEL,
+    "cli/games.py:gtp": _TYPER_COMMAND,
 }
 
 
