@@ -22,7 +22,7 @@ from tasks.commits import dvc_commit, record_lineage
 from tasks.evaluate import anchor_match, anchors_to_play, elo_of, gate, ratings
 from tasks.pictures import evaluation_pictures, selfplay_pictures
 from tasks.planning import plan
-from tasks.promote import promote
+from tasks.promote import check_champion, promote
 from tasks.run.cputime import Laps, cores, stage_metrics
 from tasks.run.faults import kill_point
 from tasks.run.layout import RunLayout
@@ -48,8 +48,10 @@ STAGE_RECORDS = {
 def run_selfplay(
     cfg: Config, layout: RunLayout, plan: IterationPlan, track: Tracking, laps: Laps
 ) -> SelfplayRecord:
-    """Play iteration ``plan.iteration``'s games as its worker specs say."""
+    """Play iteration ``plan.iteration``'s games as its worker specs say, once the champion's
+    checkpoint is found to hold the weights recorded for it (`tasks.promote.check_champion`)."""
     i = plan.iteration
+    check_champion(layout, plan.best)
     with laps.lap(Stage.SELFPLAY.value):  # the games; what follows records them
         futures = [selfplay_worker.submit(cfg, layout, spec) for spec in plan.workers]
         records = [f.result() for f in futures]
@@ -83,7 +85,10 @@ def run_train(
 def run_evaluate(
     cfg: Config, layout: RunLayout, plan: IterationPlan, track: Tracking, laps: Laps
 ) -> EvaluationRecord:
+    """Gate iteration ``plan.iteration``'s candidate against the champion (its checkpoint
+    checked first, as for self-play), play the anchors and rate every player so far."""
     i = plan.iteration
+    check_champion(layout, plan.best)
     with laps.lap(Stage.EVALUATE.value):  # the games
         gated = gate(cfg, layout, i, plan.best, plan.gate_seed)
         anchors, skipped = anchors_to_play(cfg, i)
@@ -125,7 +130,7 @@ def run_promote(
     sha256 = train.trained.result.weights_sha256
     lineage = tracking.checkpoint_tags(layout, plan, train, tags)
     version = tracking.register(track, layout.model(i), sha256, lineage, champion=promoted)
-    result = promote(layout, i, promoted, version)
+    result = promote(layout, i, promoted, version, sha256)
     champion = {tracking.TAG_CHAMPION: result.champion}
     tracking.log_metrics(track, {"promoted": float(promoted)}, step=i, tags=champion)
     return result

@@ -102,10 +102,10 @@ def _start(cfg: Config, layout: RunLayout) -> dict[str, str]:
     ensure_repo(layout.project, cfg.pipeline.dvc_remote)
     init_seed = derive_seed(cfg.pipeline.seed, 0)
     write_init_stage(layout, init_seed)
-    init_model(cfg, layout, init_seed)
+    made = init_model(cfg, layout, init_seed)
     if champion(layout) is None:
         dvc_commit(layout, 0, Stage.INIT.value)
-        set_champion(layout, 0, None)
+        set_champion(layout, 0, None, made.sha256)
     commit = code_commit()
     return {
         "git_commit": commit,

@@ -1,35 +1,98 @@
-"""The promotion stage: crown the candidate the gate promoted, and name the champion after.
+"""The promotion stage: crown the candidate the gate promoted, and name the champion after;
+and the check that the champion's checkpoint still holds the weights crowned.
 
-``champion.json`` points at the current best checkpoint; it is replaced atomically, so a reader
-sees the old champion or the new one, never half of either.
+``champion.json`` points at the current best checkpoint and holds its ``weights_sha256``
+(`model.network.weights_sha256`, the hash the training record and the registry's
+``tabula.weights_sha256`` tag hold); it is replaced atomically, so a reader sees the old
+champion or the new one, never half of either. Self-play and the gate play the champion's
+``model.pt`` from disk, so before either runs `check_champion` hashes that file's weights
+against the recorded hash: a checkpoint swapped for another network, valid as it may be, is
+refused in one line naming the file, before any game is played with it.
 """
 
 from __future__ import annotations
 
 from prefect import task
 
+from tabula.errors import TabulaError
 from tasks.retry import IO_RETRIES
 from tasks.run.layout import RunLayout
-from tasks.run.markers import champion, write_record
-from tasks.run.records import Champion, PromotionRecord
+from tasks.run.markers import champion, finished, write_record
+from tasks.run.records import Champion, InitRecord, PromotionRecord, Stage, TrainRecord
+
+
+class ChampionChangedError(TabulaError):
+    """The champion's checkpoint holds other weights than were recorded for it (a file
+    replaced by hand, or by another run's); the one line names the file and the DVC command
+    that restores it. Nothing was played or written: restore the file and run again."""
 
 
 @task(name="set-champion", task_run_name="champion-i{iteration}", **IO_RETRIES)
-def set_champion(layout: RunLayout, iteration: int, version: int | str | None) -> Champion:
-    """Make iteration ``iteration``'s model the champion: ``champion.json``, replaced atomically."""
-    crowned = Champion(iteration, layout.rel(layout.model(iteration)), version)
+def set_champion(
+    layout: RunLayout, iteration: int, version: int | str | None, weights_sha256: str
+) -> Champion:
+    """Make iteration ``iteration``'s model, whose weights hash to ``weights_sha256``, the
+    champion: ``champion.json``, replaced atomically."""
+    crowned = Champion(iteration, layout.rel(layout.model(iteration)), version, weights_sha256)
     write_record(layout.champion, crowned)
     return crowned
 
 
 @task(name="promote", task_run_name="promote-i{iteration}", **IO_RETRIES)
 def promote(
-    layout: RunLayout, iteration: int, promoted: bool, version: int | str | None
+    layout: RunLayout,
+    iteration: int,
+    promoted: bool,
+    version: int | str | None,
+    weights_sha256: str,
 ) -> PromotionRecord:
-    """Crown iteration ``iteration``'s model when the gate promoted it; the champion after."""
+    """Crown iteration ``iteration``'s model (its trained weights: ``weights_sha256``) when
+    the gate promoted it; the champion after."""
     if promoted:
-        set_champion.fn(layout, iteration, version)
+        set_champion.fn(layout, iteration, version, weights_sha256)
     best = champion(layout)
     return PromotionRecord(
         promoted=promoted, version=version, champion=0 if best is None else best.iteration
     )
+
+
+def recorded_weights(layout: RunLayout, iteration: int) -> str | None:
+    """The ``weights_sha256`` recorded for iteration ``iteration``'s model.
+
+    ``champion.json``'s when it names that iteration and holds one; else the one the stage
+    that made the model recorded (the ``init`` marker's for iteration 0, the ``train``
+    marker's after), which is how a ``champion.json`` written before it held the hash is
+    still checked, and an iteration planned before a kill at its promotion crowned the next
+    champion still checks the one it plays. None when neither exists (nothing to check).
+    """
+    crowned = champion(layout)
+    if crowned is not None and crowned.iteration == iteration and crowned.weights_sha256:
+        return crowned.weights_sha256
+    if iteration == 0:
+        made = finished(layout, 0, Stage.INIT, InitRecord)
+        return None if made is None else made.sha256
+    trained = finished(layout, iteration, Stage.TRAIN, TrainRecord)
+    return None if trained is None else trained.trained.result.weights_sha256
+
+
+@task(name="check-champion", task_run_name="check-champion-i{best}", **IO_RETRIES)
+def check_champion(layout: RunLayout, best: int) -> None:
+    """Refuse (`ChampionChangedError`) to play the champion, iteration ``best``'s
+    ``model.pt``, when its weights are not the ones recorded for it (`recorded_weights`); an
+    unreadable file is refused by `model.checkpoint.load_checkpoint`, naming it too."""
+    from model.checkpoint import load_checkpoint
+    from model.network import weights_sha256
+
+    recorded = recorded_weights(layout, best)
+    if recorded is None:
+        return
+    path = layout.model(best)
+    found = weights_sha256(load_checkpoint(path)[0])
+    if found != recorded:
+        stage = Stage.INIT if best == 0 else Stage.TRAIN
+        target = f"{layout.rel(layout.stage_file(best))}:{stage.value}"
+        raise ChampionChangedError(
+            f"{layout.rel(path)}: the champion's weights are not the ones recorded for it "
+            f"(sha256 {found[:12]}…, recorded {recorded[:12]}…); restore it with "
+            f"`dvc checkout {target}` and run the command again"
+        )

@@ -275,12 +275,16 @@ class PromotionRecord:
 
 @dataclass(frozen=True)
 class Champion:
-    """``champion.json``: the current best checkpoint (model: project-relative path) and its
-    registered model version (None for the random network of iteration 0)."""
+    """``champion.json``: the current best checkpoint (model: project-relative path), its
+    registered model version (None for the random network of iteration 0) and the sha256 of
+    its weights (`model.network.weights_sha256`, as its ``init`` or ``train`` marker records
+    them; None in a file written before it was recorded: `tasks.promote.recorded_weights`
+    then takes the marker's)."""
 
     iteration: int
     model: str
     version: int | str | None
+    weights_sha256: str | None = None
 
 
 @dataclass(frozen=True)
