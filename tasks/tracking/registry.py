@@ -5,12 +5,13 @@ way back, from a ``models:/...`` URI to the tabula checkpoint (`resolve_model`).
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tabula.errors import UsageError
+from tabula.errors import TabulaError, UsageError
 from tasks.tracking.store import connect, missing_store, resolve_uri
 from tasks.tracking.tags import TAG_SHA
 
@@ -20,11 +21,22 @@ MODEL_FOLDER = "model"
 CHAMPION = "champion"
 
 
+class WeightsChangedError(TabulaError):
+    """The checkpoint to register holds other weights than its training recorded (the file
+    was replaced after the stage finished); nothing is uploaded or registered."""
+
+
 def register_checkpoint(
     client: Any, name: str, run_id: str, checkpoint: Path, sha256: str, tags: Mapping[str, Any]
 ) -> str:
     """Log ``checkpoint`` under the run as an MLflow PyTorch model (`save_pytorch_model`) and
-    make it a version of model ``name``, tagged with ``tags`` (idempotent)."""
+    make it a version of model ``name``, tagged with ``tags`` (idempotent: a version of the run
+    tagged with weights ``sha256`` is returned as it is).
+
+    ``sha256`` is what training recorded (`model.network.weights_sha256`). The checkpoint is
+    copied first and the copy's weights are hashed: that copy is what is exported and
+    uploaded, so the version's ``tabula.weights_sha256`` tag is the hash of what it holds, and
+    a checkpoint whose weights differ from ``sha256`` is refused (`WeightsChangedError`)."""
     from mlflow.exceptions import MlflowException
 
     try:
@@ -35,12 +47,35 @@ def register_checkpoint(
     for version in existing:
         if version.tags.get(TAG_SHA) == sha256:
             return version.version
-    all_tags = {TAG_SHA: sha256, **{k: str(v) for k, v in tags.items()}}
     with tempfile.TemporaryDirectory(prefix="tabula-model-") as tmp:
-        folder = save_pytorch_model(checkpoint, Path(tmp) / MODEL_FOLDER, all_tags)
+        upload = Path(tmp) / "checkpoint" / checkpoint.name
+        upload.parent.mkdir()
+        shutil.copyfile(checkpoint, upload)
+        all_tags = {TAG_SHA: _uploaded_weights(checkpoint, upload, sha256)}
+        all_tags |= {k: str(v) for k, v in tags.items()}
+        folder = save_pytorch_model(upload, Path(tmp) / MODEL_FOLDER, all_tags)
         client.log_artifacts(run_id, str(folder), MODEL_FOLDER)
     source = f"{client.get_run(run_id).info.artifact_uri}/{MODEL_FOLDER}"
     return client.create_model_version(name, source=source, run_id=run_id, tags=all_tags).version
+
+
+def _uploaded_weights(checkpoint: Path, upload: Path, recorded: str) -> str:
+    """The weights sha256 of ``upload`` (the copy of ``checkpoint`` that is uploaded), refused
+    unless it is ``recorded``."""
+    from model.checkpoint import CheckpointError, load_checkpoint
+    from model.network import weights_sha256
+
+    try:
+        found = weights_sha256(load_checkpoint(upload)[0])
+    except CheckpointError as unreadable:  # named as the user knows it, not as the copy
+        raise CheckpointError(str(unreadable).replace(str(upload), str(checkpoint))) from None
+    if found != recorded:
+        raise WeightsChangedError(
+            f"{checkpoint}: its weights are not the ones its training recorded (sha256 "
+            f"{found[:12]}…, recorded {recorded[:12]}…); nothing was registered: restore the "
+            "file (`dvc checkout` of its iteration's train stage) and run the command again"
+        )
+    return found
 
 
 def save_pytorch_model(checkpoint: Path, folder: Path, lineage: Mapping[str, str]) -> Path:
