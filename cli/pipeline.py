@@ -65,7 +65,10 @@ def status(
 ) -> None:
     """Iterations done, the champion and the last Elo of a run."""
     from cli.report import print_status
+    from tabula.config import run_name as plain_run_name
 
+    if run_name is not None:  # a path (../x, /etc) is no run: refused before it is read
+        plain_run_name(run_name)
     cfg = config_from(config, set_)
     print_status(cfg, project_dir(), run_name or cfg.pipeline.name)
 

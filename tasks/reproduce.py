@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from model.evaluator import set_threads
-from tabula.config import Config, parse_config
+from tabula.config import Config, parse_config, run_name
 from tabula.errors import TabulaError, UsageError
 from tabula.plan import torch_threads
 from tasks import tracking, versioning
@@ -42,8 +42,10 @@ def locate(
 
 
 def require_run(project: Path, run: str, data_dir: str) -> None:
-    """Refuse, in one line naming the runs there are, a run that ``project`` neither holds
+    """Refuse, in one line, a name that is not a plain run name (`tabula.config.run_name`:
+    ``../x`` is none) and, naming the runs there are, a run that ``project`` neither holds
     (``data_dir/RUN/params.yaml``) nor has a run branch for."""
+    run_name(run)
     local = {p.parent.name for p in (project / data_dir).glob("*/params.yaml")}
     known = sorted(local | set(versioning.run_branches(project)))
     if run not in known:

@@ -24,6 +24,7 @@ from tabula.config.io import (
     dump_config,
     load_config,
     parse_config,
+    run_name,
 )
 from tabula.config.models import (
     Config,
@@ -54,6 +55,7 @@ __all__ = [
     "dump_config",
     "load_config",
     "parse_config",
+    "run_name",
     "without_password",
     "without_userinfo",
 ]

@@ -20,8 +20,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tabula.config import legacy
-from tabula.config.models import Config, without_password
-from tabula.errors import TabulaError
+from tabula.config.models import NAME_PATTERN, Config, without_password
+from tabula.errors import TabulaError, UsageError
 
 __all__ = [
     "ConfigError",
@@ -31,6 +31,7 @@ __all__ = [
     "dump_config",
     "load_config",
     "parse_config",
+    "run_name",
 ]
 
 Scalar = str | int | float | bool | None
@@ -204,6 +205,19 @@ _BOUNDS = {  # pydantic error type -> (operator, ctx key)
 }
 
 
+_NAME_RULE = "must be letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def run_name(name: str) -> str:
+    """``name`` when it is a plain run name, by the rule ``pipeline.name`` follows (letters,
+    digits, '.', '_' or '-', starting with a letter or digit: never a path such as ``../x``
+    or ``/etc``), else a one-line `UsageError` naming it. For a run named on the command
+    line, before anything reads or makes ``data_dir/RUN``."""
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise UsageError(f"run name {name!r}: {_NAME_RULE}")
+    return name
+
+
 def _describe(error: Any) -> str:
     """One pydantic error as 'must be ... (got X)' or 'unknown key (allowed: ...)'."""
     kind, ctx = error["type"], error.get("ctx") or {}
@@ -216,7 +230,7 @@ def _describe(error: Any) -> str:
     elif kind == "literal_error":
         text = f"must be one of {ctx['expected']}"
     elif kind == "string_pattern_mismatch":
-        text = "must be letters, digits, '.', '_' or '-', starting with a letter or digit"
+        text = _NAME_RULE
     elif kind == "value_error":
         text = str(ctx.get("error", error["msg"]))
         if "(got" in text:

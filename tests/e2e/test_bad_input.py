@@ -182,6 +182,31 @@ def test_reproducing_an_unknown_run_names_the_runs_there(tmp_path: Path) -> None
     )
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "../x"],
+        ["status", "/etc"],
+        ["status", ".."],
+        ["push", "../x"],
+        ["reproduce", "../2"],
+    ],
+    ids=["status-up", "status-absolute", "status-dots", "push-up", "reproduce-dots"],
+)
+def test_a_run_name_that_is_a_path_is_refused(tmp_path: Path, args: list[str]) -> None:
+    """A command's RUN follows the rule of ``pipeline.name``: a path (``../x`` would be
+    ``data/../x``, ``/etc`` the system's) is one line, exit 2, and nothing is read or made."""
+    project = tmp_path / "project"
+    project.mkdir()
+    name = args[1].removesuffix("/2")
+    assert _one_line(_tabula(args, project)) == (
+        f"tabula: run name {name!r}: must be letters, digits, '.', '_' or '-', starting with "
+        "a letter or digit"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["project"]
+    assert not any(project.iterdir())
+
+
 def test_a_missing_mlflow_store_is_one_line_and_stays_missing(tmp_path: Path) -> None:
     """Reading a model from a store that is not there names it; nothing is created."""
     store = tmp_path / "none" / "mlflow.db"
