@@ -22,7 +22,7 @@ from tasks.commits import dvc_commit, record_lineage
 from tasks.evaluate import anchor_match, anchors_to_play, elo_of, gate, ratings
 from tasks.pictures import evaluation_pictures, selfplay_pictures
 from tasks.planning import plan
-from tasks.promote import check_champion, promote
+from tasks.promote import check_model, promote
 from tasks.run.cputime import Laps, cores, stage_metrics
 from tasks.run.faults import kill_point
 from tasks.run.layout import RunLayout
@@ -49,9 +49,9 @@ def run_selfplay(
     cfg: Config, layout: RunLayout, plan: IterationPlan, track: Tracking, laps: Laps
 ) -> SelfplayRecord:
     """Play iteration ``plan.iteration``'s games as its worker specs say, once the champion's
-    checkpoint is found to hold the weights recorded for it (`tasks.promote.check_champion`)."""
+    checkpoint is found to hold the weights recorded for it (`tasks.promote.check_model`)."""
     i = plan.iteration
-    check_champion(layout, plan.best)
+    check_model(layout, plan.best)
     with laps.lap(Stage.SELFPLAY.value):  # the games; what follows records them
         futures = [selfplay_worker.submit(cfg, layout, spec) for spec in plan.workers]
         records = [f.result() for f in futures]
@@ -68,9 +68,11 @@ def run_selfplay(
 def run_train(
     cfg: Config, layout: RunLayout, plan: IterationPlan, track: Tracking, laps: Laps
 ) -> TrainRecord:
-    """Train iteration ``plan.iteration`` as its spec says."""
+    """Train iteration ``plan.iteration`` as its spec says, once its parent's checkpoint (the
+    folder its DVC record names) is found to hold the weights recorded for it."""
     i, spec = plan.iteration, plan.train
     assert spec is not None  # (`tasks.planning.plan` gives every plan its specs)
+    check_model(layout, plan.parent)
     with laps.lap(Stage.TRAIN.value):  # the steps; what follows records them
         trained = train(cfg, layout, spec, track.run_id, track.uri)
     hashes = dvc_commit(layout, i, Stage.TRAIN.value)
@@ -88,7 +90,7 @@ def run_evaluate(
     """Gate iteration ``plan.iteration``'s candidate against the champion (its checkpoint
     checked first, as for self-play), play the anchors and rate every player so far."""
     i = plan.iteration
-    check_champion(layout, plan.best)
+    check_model(layout, plan.best)
     with laps.lap(Stage.EVALUATE.value):  # the games
         gated = gate(cfg, layout, i, plan.best, plan.gate_seed)
         anchors, skipped = anchors_to_play(cfg, i)

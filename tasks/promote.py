@@ -1,13 +1,14 @@
 """The promotion stage: crown the candidate the gate promoted, and name the champion after;
-and the check that the champion's checkpoint still holds the weights crowned.
+and the check that a checkpoint an iteration starts from still holds the weights recorded.
 
 ``champion.json`` points at the current best checkpoint and holds its ``weights_sha256``
 (`model.network.weights_sha256`, the hash the training record and the registry's
 ``tabula.weights_sha256`` tag hold); it is replaced atomically, so a reader sees the old
 champion or the new one, never half of either. Self-play and the gate play the champion's
-``model.pt`` from disk, so before either runs `check_champion` hashes that file's weights
-against the recorded hash: a checkpoint swapped for another network, valid as it may be, is
-refused in one line naming the file, before any game is played with it.
+``model.pt`` from disk, and training's DVC record names its parent's folder, so before each of
+these stages `check_model` hashes the weights of the file it depends on against the recorded
+hash: a checkpoint swapped for another network, valid as it may be, is refused in one line
+naming the file, before any game is played with it or any record names it.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from tasks.run.markers import champion, finished, write_record
 from tasks.run.records import Champion, InitRecord, PromotionRecord, Stage, TrainRecord
 
 
-class ChampionChangedError(TabulaError):
-    """The champion's checkpoint holds other weights than were recorded for it (a file
+class ModelChangedError(TabulaError):
+    """An iteration's checkpoint holds other weights than were recorded for it (a file
     replaced by hand, or by another run's); the one line names the file and the DVC command
-    that restores it. Nothing was played or written: restore the file and run again."""
+    that restores it. Nothing was played or recorded: restore the file and run again."""
 
 
 @task(name="set-champion", task_run_name="champion-i{iteration}", **IO_RETRIES)
@@ -75,24 +76,25 @@ def recorded_weights(layout: RunLayout, iteration: int) -> str | None:
     return None if trained is None else trained.trained.result.weights_sha256
 
 
-@task(name="check-champion", task_run_name="check-champion-i{best}", **IO_RETRIES)
-def check_champion(layout: RunLayout, best: int) -> None:
-    """Refuse (`ChampionChangedError`) to play the champion, iteration ``best``'s
-    ``model.pt``, when its weights are not the ones recorded for it (`recorded_weights`); an
-    unreadable file is refused by `model.checkpoint.load_checkpoint`, naming it too."""
+@task(name="check-model", task_run_name="check-model-i{iteration}", **IO_RETRIES)
+def check_model(layout: RunLayout, iteration: int) -> None:
+    """Refuse (`ModelChangedError`) iteration ``iteration``'s ``model.pt`` (the champion
+    self-play and the gate play, the parent training continues from) when its weights are not
+    the ones recorded for it (`recorded_weights`); an unreadable file is refused by
+    `model.checkpoint.load_checkpoint`, naming it too."""
     from model.checkpoint import load_checkpoint
     from model.network import weights_sha256
 
-    recorded = recorded_weights(layout, best)
+    recorded = recorded_weights(layout, iteration)
     if recorded is None:
         return
-    path = layout.model(best)
+    path = layout.model(iteration)
     found = weights_sha256(load_checkpoint(path)[0])
     if found != recorded:
-        stage = Stage.INIT if best == 0 else Stage.TRAIN
-        target = f"{layout.rel(layout.stage_file(best))}:{stage.value}"
-        raise ChampionChangedError(
-            f"{layout.rel(path)}: the champion's weights are not the ones recorded for it "
-            f"(sha256 {found[:12]}…, recorded {recorded[:12]}…); restore it with "
+        stage = Stage.INIT if iteration == 0 else Stage.TRAIN
+        target = f"{layout.rel(layout.stage_file(iteration))}:{stage.value}"
+        raise ModelChangedError(
+            f"{layout.rel(path)}: the weights are not the ones recorded for iteration "
+            f"{iteration} (sha256 {found[:12]}…, recorded {recorded[:12]}…); restore it with "
             f"`dvc checkout {target}` and run the command again"
         )

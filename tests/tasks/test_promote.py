@@ -1,5 +1,5 @@
 """The champion's weights: ``champion.json`` records their sha256 when a model is crowned, and
-`check_champion` refuses a champion checkpoint holding other weights, in one line naming the
+`check_model` refuses a checkpoint holding other weights than recorded, in one line naming the
 file and the DVC command that restores it. A ``champion.json`` written before the hash was
 recorded still reads, and its champion is checked against its stage's marker instead."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from model.checkpoint import save_checkpoint
 from model.network import make_network, weights_sha256
-from tasks.promote import ChampionChangedError, check_champion, recorded_weights, set_champion
+from tasks.promote import ModelChangedError, check_model, recorded_weights, set_champion
 from tasks.run.layout import RunLayout
 from tasks.run.markers import champion, write_record
 from tasks.run.records import InitRecord
@@ -49,12 +49,12 @@ def test_the_crowned_weights_are_recorded_and_checked(layout: RunLayout) -> None
     assert json.loads(layout.champion.read_text())["weights_sha256"] == recorded
     crowned = champion(layout)
     assert crowned is not None and crowned.weights_sha256 == recorded
-    check_champion.fn(layout, 0)  # the file holds them: nothing to say
+    check_model.fn(layout, 0)  # the file holds them: nothing to say
 
     _swap(layout, 0)
-    with pytest.raises(ChampionChangedError) as refused:
-        check_champion.fn(layout, 0)
-    assert str(refused.value).startswith("data/tiny/iter-0000/model/model.pt: the champion's ")
+    with pytest.raises(ModelChangedError) as refused:
+        check_model.fn(layout, 0)
+    assert str(refused.value).startswith("data/tiny/iter-0000/model/model.pt: the weights are ")
     assert "`dvc checkout data/tiny/iter-0000/dvc.yaml:init`" in str(refused.value)
     assert len(str(refused.value).splitlines()) == 1
 
@@ -63,8 +63,8 @@ def test_champion_json_is_what_is_checked_when_it_holds_a_hash(layout: RunLayout
     other = weights_sha256(_network(1))
     set_champion.fn(layout, 0, None, other)  # the marker says network 0, champion.json 1
     assert recorded_weights(layout, 0) == other
-    with pytest.raises(ChampionChangedError):
-        check_champion.fn(layout, 0)
+    with pytest.raises(ModelChangedError):
+        check_model.fn(layout, 0)
 
 
 def test_an_old_champion_file_reads_and_its_champion_is_checked_by_its_marker(
@@ -74,15 +74,15 @@ def test_an_old_champion_file_reads_and_its_champion_is_checked_by_its_marker(
     crowned = champion(layout)
     assert crowned is not None and crowned.iteration == 0 and crowned.weights_sha256 is None
     assert recorded_weights(layout, 0) == weights_sha256(_network(0))  # the init marker's
-    check_champion.fn(layout, 0)
+    check_model.fn(layout, 0)
 
     _swap(layout, 0)
-    with pytest.raises(ChampionChangedError, match="iter-0000/model/model.pt"):
-        check_champion.fn(layout, 0)
+    with pytest.raises(ModelChangedError, match="iter-0000/model/model.pt"):
+        check_model.fn(layout, 0)
 
 
 def test_a_champion_nothing_recorded_is_not_checked(tmp_path: Path) -> None:
     layout = RunLayout(tmp_path, "data", "tiny")
     _swap(layout, 3)  # no champion.json names it, no train marker: nothing to compare with
     assert recorded_weights(layout, 3) is None
-    check_champion.fn(layout, 3)
+    check_model.fn(layout, 3)
