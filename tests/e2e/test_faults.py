@@ -37,12 +37,23 @@ from tests.pipeline_runs import RUN
 
 pytestmark = pytest.mark.slow
 SEED = 2017
-TRIALS = 5
 PARALLEL = 2  # trials at once, one per core
-# Second kill of each trial, inside a stage (trial k, ordered by its random kill time, gets
-# KINDS[k], or the first later kind still ahead of it): the kill points of tasks.run.faults, in
-# the order a run reaches them, so each trial's stage is still ahead after its random kill.
-KINDS = ("selfplay", "dvc", "train", "evaluate", "lineage")
+#: The kill points of tasks.run.faults, in the order a run reaches them.
+KINDS = ("init", "plan", "selfplay", "dvc", "train", "evaluate", "promote", "lineage")
+#: Each trial's kills inside a stage (trial k ordered by its random kill time), as (before,
+#: after) its random kill: each the first kind still ahead from the one named (KINDS, round).
+#: ``init`` comes only as a run starts, before any random moment; the points late in an
+#: iteration go with early random kills, which leave the second iteration ahead; ``lineage``,
+#: which every run reaches, with the latest.
+KILLS = (
+    ((), ("plan", "promote")),
+    ((), ("selfplay",)),
+    ((), ("dvc",)),
+    ((), ("train",)),
+    ((), ("evaluate",)),
+    (("init",), ("lineage",)),
+)
+TRIALS = len(KILLS)
 FSIZE_LIMIT = 1024  # bytes: any shard (a few KiB) is past it, so self-play cannot write one
 
 
@@ -96,39 +107,57 @@ def _stage_ahead(layout: RunLayout, kind: str, i: int) -> bool:
     unfinished, and for the lineage always (every run records each iteration's lineage again,
     so that a run killed after the promotion but before its tag still gets it)."""
     done = {
+        "init": lambda: layout.marker(0, "init").exists(),
+        "plan": lambda: layout.marker(i, "plan").exists(),
         "selfplay": lambda: all(layout.marker(i, f"selfplay-w{w:02d}").exists() for w in (0, 1)),
         "dvc": lambda: layout.marker(i, "selfplay").exists(),
         "train": lambda: layout.marker(i, "train").exists(),
         "evaluate": lambda: layout.marker(i, "evaluate").exists(),
+        "promote": lambda: layout.marker(i, "promote").exists(),
         "lineage": lambda: False,
     }[kind]
     return not done()
 
 
+def _kill_inside(layout: RunLayout, project: Path, api: str, kind: str) -> list[str]:
+    """Run until the run kills itself at the first point from ``kind`` on (KINDS, round) that
+    a resumed run still reaches; that point, or none when none is ahead."""
+    k = KINDS.index(kind)
+    ahead = [
+        point
+        for point in KINDS[k:] + KINDS[:k]
+        if any(_stage_ahead(layout, point, i) for i in (1, 2))
+    ]
+    for point in ahead[:1]:  # a stage still to run is always reached: the run kills itself there
+        assert runs.killed_itself(runs.start(project, 2, api, kill_at=point)), point
+    return ahead[:1]
+
+
 def _trial(
     k: int, fraction: float, reference: Reference, user_repo: Path, root: Path, api: str
 ) -> dict:
-    """Kill at ``fraction`` of the reference's wall time, then inside a stage, then finish.
+    """Kill inside the stages KILLS[k] names before, at ``fraction`` of the reference's wall
+    time, then inside the stages it names after, then finish.
 
-    The second kill is the run's own (``TABULA_KILL_AT``, test-only: `tasks.run.faults`) at the
-    first point of the stage in this run: a self-play game, a DVC commit and push before its
-    stage is marked, a training step, a gate or anchor game, or the lineage commit; so it lands
-    inside that stage however busy the machine is.
+    A kill inside a stage is the run's own (``TABULA_KILL_AT``, test-only: `tasks.run.faults`)
+    at the first point of the stage in this run: the random network before its marker, a
+    plan before its marker, a self-play game, a DVC commit and push before its stage is
+    marked, a training step, a gate or anchor game, the promotion before its marker, or the
+    lineage commit; so it lands inside that stage however busy the machine is.
     """
     project = runs.clone(user_repo, root / f"trial-{k}" / "project")
     layout = RunLayout(project, "data", RUN)
+    before, after = KILLS[k]
     kills: list[str] = []
     started = time.monotonic()
+    for kind in before:  # (from a fresh project: every point is ahead)
+        kills += _kill_inside(layout, project, api, kind)
     run = runs.start(project, 2, api)
     deadline = run.started + fraction * reference.seconds
     if runs.kill_when(run, lambda: time.time() >= deadline):
         kills.append(f"t={fraction:.2f}T")
-    ahead = [
-        kind for kind in KINDS[k:] + KINDS[:k] if any(_stage_ahead(layout, kind, i) for i in (1, 2))
-    ]
-    if ahead:  # a stage still to run is always reached: the run kills itself there
-        assert runs.killed_itself(runs.start(project, 2, api, kill_at=ahead[0])), ahead[0]
-        kills.append(ahead[0])
+    for kind in after:
+        kills += _kill_inside(layout, project, api, kind)
     runs.run(project, 2, api)
     return {"project": project, "kills": kills, "seconds": time.monotonic() - started}
 
@@ -210,6 +239,57 @@ def test_corrupt_shard_is_named_and_never_trained_on(api, reference, user_repo, 
     runs.run(project, 2, api)  # restored: the run goes on and trains on exactly the recorded window
     assert runs.outcome(project) == reference.outcome
     runs.check_clean(project)
+
+
+# --- 3. a champion swapped for another valid network is named and never played ---------------
+
+#: Without a gate every candidate is promoted, so iteration 1's network is iteration 2's champion.
+UNGATED = ["evaluation.gating=false"]
+
+
+def _restore(project: Path, line: str) -> None:
+    """Run the ``dvc checkout`` that the one line says restores the file."""
+    command = line.split("`")[1]
+    assert command.startswith("dvc checkout "), line
+    dvc = Path(sys.executable).parent / "dvc"
+    subprocess.run([str(dvc), *command.split()[1:]], cwd=project, check=True)
+
+
+def test_a_swapped_champion_is_named_and_never_played(api, user_repo, tmp_path):
+    project = runs.clone(user_repo, tmp_path / "project")
+    runs.run(project, 1, api, extra=UNGATED)
+    layout = RunLayout(project, "data", RUN)
+    crowned = read_json(layout.champion)
+    assert crowned["iteration"] == 1
+    assert crowned["weights_sha256"] == read_json(layout.marker(1, "train"))["weights_sha256"]
+    model, original = layout.model(1), layout.model(1).read_bytes()
+    named = f"tabula: {layout.rel(model)}: the weights are not the ones recorded for iteration 1"
+
+    # Before self-play: a valid network, not the champion's (iteration 0's), in its place.
+    shutil.copy(layout.model(0), model)
+    line = runs.error_line(runs.run(project, 2, api, expect=2, extra=UNGATED))
+    assert line.startswith(named), line
+    assert not list(layout.iteration(2).glob("selfplay/**/*.parquet"))
+    assert not layout.marker(2, "selfplay-w00").exists()
+    _restore(project, line)
+    assert model.read_bytes() == original
+
+    # Before training (whose parent it is here: its DVC record names the folder) and before the
+    # evaluate stage (the gate plays the champion): swapped while iteration 2 is at each.
+    for stage, before in (("train", "selfplay"), ("evaluate", "train")):
+        assert runs.killed_itself(runs.start(project, 2, api, kill_at=stage, extra=UNGATED))
+        assert layout.marker(2, before).exists() and not layout.marker(2, stage).exists()
+        shutil.copy(layout.model(0), model)
+        line = runs.error_line(runs.run(project, 2, api, expect=2, extra=UNGATED))
+        assert line.startswith(named), line
+        assert not layout.marker(2, stage).exists()
+        _restore(project, line)
+
+    runs.run(project, 2, api, extra=UNGATED)  # restored: the run goes on
+    runs.check_clean(project)
+    crowned = read_json(layout.champion)
+    assert crowned["iteration"] == 2
+    assert crowned["weights_sha256"] == read_json(layout.marker(2, "train"))["weights_sha256"]
 
 
 # --- 6. disk full or an unwritable folder during self-play ------------------------------------
