@@ -38,7 +38,8 @@ from tests.pipeline_runs import RUN
 pytestmark = pytest.mark.slow
 SEED = 2017
 PARALLEL = 2  # trials at once, one per core
-#: The kill points of tasks.run.faults, in the order a run reaches them.
+#: The kill points of tasks.run.faults in a run's stages, in the order a run reaches them
+#: (``completed``, after an iteration's flow, is the Ctrl-C tests').
 KINDS = ("init", "plan", "selfplay", "dvc", "train", "evaluate", "promote", "lineage")
 #: Each trial's kills inside a stage (trial k ordered by its random kill time), as (before,
 #: after) its random kill: each the first kind still ahead from the one named (KINDS, round).
