@@ -131,7 +131,8 @@ def run_promote(
     promoted = evaluation.gate.decision.promoted
     sha256 = train.trained.result.weights_sha256
     lineage = tracking.checkpoint_tags(layout, plan, train, tags)
-    version = tracking.register(track, layout.model(i), sha256, lineage, champion=promoted)
+    measured = tracking.evaluation_metrics(evaluation)  # (linked to the logged model)
+    version = tracking.register(track, layout.model(i), sha256, lineage, promoted, measured)
     result = promote(layout, i, promoted, version, sha256)
     champion = {tracking.TAG_CHAMPION: result.champion}
     tracking.log_metrics(track, {"promoted": float(promoted)}, step=i, tags=champion)

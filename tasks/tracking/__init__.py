@@ -15,7 +15,8 @@ Layout of a run in the tracking store (docs/reproducing.md, "MLflow"):
 * datasets through ``log_inputs`` (source: the DVC path, digest: the DVC hash);
 * a picture (SVG) of one self-play game and one anchor game of each iteration on its run
   (``pictures/``, `tasks.pictures`);
-* every exported checkpoint a version of the run's own registered model (``tabula-<run>``),
+* every exported checkpoint a logged model of its iteration's run (its evaluation metrics and
+  its Elo linked to it) and a version of the run's own registered model (``tabula-<run>``),
   the promoted one carrying the alias ``champion``.
 
 The modules, by concern: ``store`` (where the store is, one client per process and URI, the

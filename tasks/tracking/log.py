@@ -28,7 +28,12 @@ from tasks.tracking.identity import (
     running,
     where,
 )
-from tasks.tracking.registry import CHAMPION, register_checkpoint
+from tasks.tracking.registry import (
+    CHAMPION,
+    logged_model_id,
+    logged_models_of,
+    register_checkpoint,
+)
 from tasks.tracking.runs import (
     Scope,
     Tracking,
@@ -180,12 +185,22 @@ def log_pictures(track: Tracking, pictures: Mapping[str, str]) -> None:
 
 @task(name="mlflow-register", **IO_RETRIES)
 def register(
-    track: Tracking, checkpoint: Path, sha256: str, tags: dict[str, Any], champion: bool
+    track: Tracking,
+    checkpoint: Path,
+    sha256: str,
+    tags: dict[str, Any],
+    champion: bool,
+    metrics: Mapping[str, float | None] | None = None,
 ) -> str:
-    """Make ``checkpoint`` a version of the run's registered model under the handle's run;
-    alias it ``champion`` if promoted."""
+    """Make ``checkpoint`` a logged model of the handle's run and a version of the run's
+    registered model, with ``metrics`` (the iteration's evaluation) linked to the logged model
+    at step = iteration; alias it ``champion`` if promoted."""
     client = connect(track.uri)
     version = register_checkpoint(client, track.model, track.run_id, checkpoint, sha256, tags)
+    model_id = logged_model_id(client.get_model_version(track.model, version))
+    if metrics and model_id:
+        step = int(tags.get(TAG_ITERATION, 0))
+        write_metrics(client, track.run_id, metrics, step, model_id=model_id)
     if champion:
         client.set_registered_model_alias(track.model, CHAMPION, version)
     return version
@@ -227,8 +242,19 @@ def log_run_elos(track: Tracking, elos: Mapping[int, Elo]) -> int:
                 if child.data.metrics.get(key) != value:
                     new.append((child.info.run_id, key, value, i))
     for run_id in dict.fromkeys(r for r, *_ in new):
-        write_points(client, run_id, [(k, v, i) for r, k, v, i in new if r == run_id])
+        points = [(k, v, i) for r, k, v, i in new if r == run_id]
+        write_points(client, run_id, points, _checkpoint_of(client, track, run_id))
     return len(new)
+
+
+def _checkpoint_of(client: Any, track: Tracking, run_id: str) -> str | None:
+    """The logged model (checkpoint) of iteration run ``run_id``, which its Elo measures;
+    None for the pipeline's run, or an iteration registered before checkpoints were logged
+    models."""
+    if run_id == track.pipeline_id:
+        return None
+    models = logged_models_of(client, track.experiment_id, run_id)
+    return str(models[0].model_id) if models else None
 
 
 @task(name="mlflow-finish", **IO_RETRIES)

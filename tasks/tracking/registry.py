@@ -1,6 +1,9 @@
-"""The model registry: every exported checkpoint a version of its run's registered model
-(``tabula-<run>``) as an MLflow PyTorch model, the promoted one aliased ``champion``; and the
-way back, from a ``models:/...`` URI to the tabula checkpoint (`resolve_model`)."""
+"""The model registry: every exported checkpoint an MLflow logged model of its iteration's run
+(``tabula-<run>-iter-NNNN``, an MLflow PyTorch model, its evaluation metrics linked to it, so
+the experiment's Models tab and ``mlflow.search_logged_models`` list and rank the checkpoints)
+and a version of its run's registered model (``tabula-<run>``), the promoted one aliased
+``champion``; and the way back, from a ``models:/...`` URI to the tabula checkpoint
+(`resolve_model`)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from typing import Any
 
 from tabula.errors import TabulaError, UsageError
 from tasks.tracking.store import connect, missing_store, resolve_uri
-from tasks.tracking.tags import TAG_SHA
+from tasks.tracking.tags import TAG_ITERATION, TAG_SHA
 
 #: The artifact folder of a checkpoint's MLflow model, under its iteration's run.
 MODEL_FOLDER = "model"
@@ -29,9 +32,12 @@ class WeightsChangedError(TabulaError):
 def register_checkpoint(
     client: Any, name: str, run_id: str, checkpoint: Path, sha256: str, tags: Mapping[str, Any]
 ) -> str:
-    """Log ``checkpoint`` under the run as an MLflow PyTorch model (`save_pytorch_model`) and
-    make it a version of model ``name``, tagged with ``tags`` (idempotent: a version of the run
-    tagged with weights ``sha256`` is returned as it is).
+    """Log ``checkpoint`` as a logged model of run ``run_id`` (`save_pytorch_model`) and make
+    it a version of model ``name`` (its ``model_id`` names the logged model), tagged with
+    ``tags``; returns the version. The logged model is named ``NAME-iter-NNNN`` after the
+    ``tabula.iteration`` tag (``NAME`` without one). Idempotent: a version of the run tagged
+    with weights ``sha256`` is returned as it is, and a logged model of the run with those
+    weights is reused (a kill between the two steps).
 
     ``sha256`` is what training recorded (`model.network.weights_sha256`). The checkpoint is
     copied first and the copy's weights are hashed: that copy is what is exported and
@@ -54,9 +60,54 @@ def register_checkpoint(
         all_tags = {TAG_SHA: _uploaded_weights(checkpoint, upload, sha256)}
         all_tags |= {k: str(v) for k, v in tags.items()}
         folder = save_pytorch_model(upload, Path(tmp) / MODEL_FOLDER, all_tags)
-        client.log_artifacts(run_id, str(folder), MODEL_FOLDER)
-    source = f"{client.get_run(run_id).info.artifact_uri}/{MODEL_FOLDER}"
-    return client.create_model_version(name, source=source, run_id=run_id, tags=all_tags).version
+        model = _logged_model(client, _model_name(name, all_tags), run_id, folder, all_tags)
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    # MLflow's SQL registry looks the logged model of a ``models:/<id>`` source up in the
+    # process's default store, not in the client's (its own TODO says so): make the client's
+    # store the default while the version is created (one registration at a time: promote).
+    with _use_tracking_uri(client.tracking_uri):
+        version = client.create_model_version(
+            name, f"models:/{model.model_id}", run_id, tags=all_tags, model_id=model.model_id
+        )
+    return version.version
+
+
+def _logged_model(
+    client: Any, name: str, run_id: str, folder: Path, tags: Mapping[str, str]
+) -> Any:
+    """Run ``run_id``'s READY logged model with ``tags``' weights, made from ``folder`` (the
+    exported model) unless the run already has it."""
+    experiment_id = client.get_run(run_id).info.experiment_id
+    for model in logged_models_of(client, experiment_id, run_id):
+        if model.tags.get(TAG_SHA) == tags[TAG_SHA] and str(model.status) == "READY":
+            return model
+    model = client.create_logged_model(
+        experiment_id, name=name, source_run_id=run_id, tags=dict(tags), model_type="tabula"
+    )
+    client.log_model_artifacts(model.model_id, str(folder))
+    return client.finalize_logged_model(model.model_id, "READY")
+
+
+def logged_model_id(version: Any) -> str | None:
+    """The logged model a model version is (its ``models:/<id>`` source: MLflow's SQL registry
+    keeps no ``model_id`` of its own); None for a version registered from a run's artifacts,
+    as before checkpoints were logged models."""
+    source = str(version.source)
+    return source.removeprefix("models:/") if source.startswith("models:/m-") else None
+
+
+def _model_name(name: str, tags: Mapping[str, str]) -> str:
+    iteration = tags.get(TAG_ITERATION)
+    return name if iteration is None else f"{name}-iter-{int(iteration):04d}"
+
+
+def logged_models_of(client: Any, experiment_id: str, run_id: str) -> list[Any]:
+    """The logged models that run ``run_id`` made (an iteration's checkpoint)."""
+    found = client.search_logged_models(
+        [experiment_id], filter_string=f"source_run_id = '{run_id}'"
+    )
+    return list(found)
 
 
 def _uploaded_weights(checkpoint: Path, upload: Path, recorded: str) -> str:
@@ -154,8 +205,11 @@ def resolve_model(
     import mlflow.artifacts
 
     os.makedirs(dst, exist_ok=True)
+    source, model_id = version.source, logged_model_id(version)
+    if model_id is not None:  # (MLflow would look a models:/ id up in the default store)
+        source = connect(tracking_uri, project).get_logged_model(model_id).artifact_location
     local = mlflow.artifacts.download_artifacts(
-        artifact_uri=version.source, dst_path=str(dst), tracking_uri=resolved
+        artifact_uri=source, dst_path=str(dst), tracking_uri=resolved
     )
     local_path = Path(local)
     if (local_path / "MLmodel").exists():  # an MLflow model: the checkpoint is an extra file

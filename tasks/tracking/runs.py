@@ -110,21 +110,39 @@ def write_params(client: Any, run_id: str, params: Mapping[str, Any]) -> None:
         client.log_batch(run_id, params=new[start : start + 100])
 
 
-def write_metrics(client: Any, run_id: str, metrics: Mapping[str, float], step: int) -> None:
+def write_metrics(
+    client: Any,
+    run_id: str,
+    metrics: Mapping[str, float | None],
+    step: int,
+    model_id: str | None = None,
+) -> None:
+    """Metrics at one step (None values skipped); with ``model_id`` they are also the logged
+    model's (MLflow 3 links a metric to the model it measures)."""
     from mlflow.entities import Metric
 
     now = int(time.time() * 1000)
-    batch = [Metric(k, float(v), now, int(step)) for k, v in metrics.items() if v is not None]
+    batch = [
+        Metric(k, float(v), now, int(step), model_id=model_id)
+        for k, v in metrics.items()
+        if v is not None
+    ]
     for start in range(0, len(batch), 500):
         client.log_batch(run_id, metrics=batch[start : start + 500])
 
 
-def write_points(client: Any, run_id: str, points: Sequence[tuple[str, float, int]]) -> None:
-    """Metric values at steps of their own: ``(key, value, step)``."""
+def write_points(
+    client: Any,
+    run_id: str,
+    points: Sequence[tuple[str, float, int]],
+    model_id: str | None = None,
+) -> None:
+    """Metric values at steps of their own: ``(key, value, step)``; with ``model_id`` also
+    the logged model's."""
     from mlflow.entities import Metric
 
     now = int(time.time() * 1000)
-    batch = [Metric(k, float(v), now, int(step)) for k, v, step in points]
+    batch = [Metric(k, float(v), now, int(step), model_id=model_id) for k, v, step in points]
     for start in range(0, len(batch), 500):
         client.log_batch(run_id, metrics=batch[start : start + 500])
 

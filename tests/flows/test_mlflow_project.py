@@ -7,6 +7,10 @@ outside the project."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -89,6 +93,55 @@ def test_the_champion_loads_as_an_mlflow_pytorch_model(store, tmp_path, monkeypa
         expected, got = net(x), loaded(x)
     assert torch.allclose(got[0], expected[0], atol=1e-6)
     assert torch.allclose(got[1], expected[1], atol=1e-6)
+
+
+# A user's process with no tabula code in reach: the editable install's finder taken out, run
+# from a folder of its own, so that only MLflow and torch can load the model.
+WITHOUT_TABULA = """
+import importlib.util, sys
+ours = "__editable__"
+sys.meta_path = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith(ours)]
+sys.path_hooks = [h for h in sys.path_hooks if not getattr(h, "__module__", "").startswith(ours)]
+sys.path_importer_cache.clear()
+for name in ("tabula", "model", "tasks", "flows", "cli"):
+    assert importlib.util.find_spec(name) is None, name
+import mlflow.pytorch, torch
+net = mlflow.pytorch.load_model(sys.argv[1])
+policy, value = net(torch.zeros(2, 17, 5, 5))
+print(tuple(policy.shape), tuple(value.shape))
+"""
+
+
+def test_the_champion_loads_where_no_tabula_code_is(store, tmp_path):
+    _, uri = store
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MLFLOW_TRACKING_URI")}
+    argv = [sys.executable, "-c", WITHOUT_TABULA, f"models:/tabula-{RUNS[0]}@champion"]
+    ran = subprocess.run(
+        argv, cwd=tmp_path, env={**env, "MLFLOW_TRACKING_URI": uri}, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout.strip().splitlines()[-1] == "(2, 26) (2,)"
+
+
+def test_checkpoints_are_logged_models_with_their_elo_the_champion_first(store):
+    """The experiment's Models tab: one logged model per checkpoint, named after its
+    iteration, with its Elo (the run's scale) and anchor scores linked; ranked by Elo within
+    a run, the champion comes first."""
+    _, uri = store
+    client = tracking.connect(uri)
+    experiment = client.get_experiment_by_name(tracking.EXPERIMENT).experiment_id
+    by_elo = [{"field_name": "metrics.elo", "ascending": False}]
+    models = client.search_logged_models([experiment], order_by=by_elo)
+    assert sorted(m.name for m in models) == sorted(f"tabula-{r}-iter-0001" for r in RUNS)
+    for name in RUNS:
+        own = [m for m in models if m.tags.get(tracking.TAG_RUN) == name]
+        linked = {m.key for m in own[0].metrics or []}
+        assert {"elo", "eval/score_vs_random"} <= linked, linked
+        champion_version = client.get_model_version_by_alias(f"tabula-{name}", "champion")
+        assert champion_version.source == f"models:/{own[0].model_id}"
+    elos = [next(m.value for m in model.metrics if m.key == "elo") for model in models]
+    assert elos == sorted(elos, reverse=True)
 
 
 def test_an_unknown_model_is_one_line(store, tmp_path):

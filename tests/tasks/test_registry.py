@@ -8,11 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from mlflow.artifacts import download_artifacts
 
 from model.checkpoint import load_checkpoint, save_checkpoint
 from model.network import make_network, weights_sha256
 from tasks import tracking
-from tasks.tracking.registry import WeightsChangedError, register_checkpoint
+from tasks.tracking.registry import WeightsChangedError, logged_model_id, register_checkpoint
+from tasks.tracking.runs import write_metrics
 
 NAME = "tabula-tiny"
 
@@ -30,10 +32,50 @@ def test_the_version_holds_and_is_tagged_with_what_was_uploaded(tmp_path, tiny_c
     version = register_checkpoint(client, NAME, run_id, Path(checkpoint), recorded, {"k": 1})
     found = client.get_model_version(NAME, version)
     assert found.tags[tracking.TAG_SHA] == recorded and found.tags["k"] == "1"
-    uploaded = Path(client.download_artifacts(run_id, "model/extra_files/model.pt", tmp_path))
-    assert uploaded.read_bytes() == Path(checkpoint).read_bytes()
+    assert found.source == f"models:/{logged_model_id(found)}"  # the version is the logged model
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    location = client.get_logged_model(logged_model_id(found)).artifact_location
+    local = Path(download_artifacts(location, dst_path=str(tmp_path / "d"), tracking_uri=uri))
+    assert (local / "extra_files" / "model.pt").read_bytes() == Path(checkpoint).read_bytes()
     # Registering again finds the version: nothing is uploaded twice.
     assert register_checkpoint(client, NAME, run_id, Path(checkpoint), recorded, {}) == version
+    assert len(_models(client, run_id)) == 1
+
+
+def _models(client, run_id: str) -> list:
+    """Every logged model of ``run_id``'s experiment."""
+    experiment = client.get_run(run_id).info.experiment_id
+    return list(client.search_logged_models([experiment]))
+
+
+def test_checkpoints_are_logged_models_ranked_by_their_linked_elo(tmp_path, tiny_checkpoint):
+    """What the experiment's Models tab shows: one logged model per checkpoint, named after
+    its iteration, with the metrics linked to it; a kill between the logged model and the
+    version reuses the model."""
+    client, run_id = _store(tmp_path)
+    experiment = client.get_run(run_id).info.experiment_id
+    checkpoint = Path(shutil.copy(tiny_checkpoint, tmp_path / "model.pt"))
+    recorded = weights_sha256(load_checkpoint(checkpoint)[0])
+    second = client.create_run(experiment).info.run_id
+    for run, i, elo in ((run_id, 1, 40.0), (second, 2, 90.0)):
+        tags = {tracking.TAG_ITERATION: str(i)}
+        version = register_checkpoint(client, NAME, run, checkpoint, recorded, tags)
+        model_id = logged_model_id(client.get_model_version(NAME, version))
+        write_metrics(client, run, {"elo": elo}, i, model_id=model_id)
+    ranked = client.search_logged_models(
+        [experiment], order_by=[{"field_name": "metrics.elo", "ascending": False}]
+    )
+    assert [m.name for m in ranked] == [f"{NAME}-iter-0002", f"{NAME}-iter-0001"]
+    assert [(m.metrics[0].key, m.metrics[0].value) for m in ranked] == [
+        ("elo", 90.0),
+        ("elo", 40.0),
+    ]
+    assert [m.source_run_id for m in ranked] == [second, run_id]
+    # the version lost to a kill: registering again makes it from the model already logged
+    client.delete_model_version(NAME, "2")
+    assert str(register_checkpoint(client, NAME, second, checkpoint, recorded, {})) == "3"
+    assert logged_model_id(client.get_model_version(NAME, "3")) == ranked[0].model_id
+    assert len(_models(client, run_id)) == 2
 
 
 def test_weights_other_than_the_recorded_ones_are_refused(tmp_path, tiny_checkpoint):
