@@ -27,7 +27,7 @@ import logging
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import chdir, contextmanager
 from pathlib import Path
 from typing import Any
@@ -380,7 +380,12 @@ def _remote_url(repo: Any) -> str:
 
 
 def record_on_run_branch(
-    project: Path, run: str, paths: Iterable[Path], message: str, tag: str | None = None
+    project: Path,
+    run: str,
+    paths: Iterable[Path],
+    message: str,
+    tag: str | None = None,
+    contents: Mapping[str, bytes] | None = None,
 ) -> str | None:
     """Commit ``paths`` to the branch ``tabula/runs/<run>`` and check that branch out.
 
@@ -391,7 +396,13 @@ def record_on_run_branch(
     user's edits stay as they were, staged or not, and ``git status`` lists none of the run's
     files. The branch the run started from is never moved. A run resumed from another branch
     records on its run branch and leaves HEAD where it is. A ``dvc.lock`` among ``paths`` that
-    does not read (`read_lock`) is a `LockFileError` and nothing is recorded. Returns the new
+    does not read (`read_lock`) is a `LockFileError` and nothing is recorded.
+
+    ``contents`` (project-relative path: bytes) are committed as given, never read from the
+    working tree: files at paths every run shares, which two runs in one working tree would
+    otherwise overwrite between writing and committing. Only while the run branch is checked
+    out are they also written to the working tree (and the index), so ``git status`` stays
+    clean; a run recording beside the checked-out one leaves them alone. Returns the new
     commit, or None when ``project`` is not a git repository.
     """
     if not is_git_repo(project):
@@ -406,20 +417,43 @@ def record_on_run_branch(
     for lock in (p for p in rel if Path(p).name == "dvc.lock"):
         # A corrupt lock is never recorded: the branch keeps the last good copy to restore.
         _read_lock_file(project, project / lock)
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, **_GIT_IDENTITY, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        _git(project, "read-tree", *([parent] if parent else ["--empty"]), env=env)
-        _git(project, "add", "-f", "--", *rel, env=env)
-        tree = _git(project, "write-tree", env=env)
-        args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
-        commit = _git(project, *args, env=env)
+    commit = _commit(project, parent, rel, contents or {}, message)
     _git(project, "update-ref", ref, commit, previous or "0" * 40)  # (0s: must be new)
     if tag:
         _git(project, "update-ref", f"refs/tags/{tag}", commit)
     if switch:  # HEAD on the run branch; the index learns the run's files, as committed
         _git(project, "symbolic-ref", "HEAD", ref)
-        _git(project, "add", "-f", "--", *rel)
+        for name, data in (contents or {}).items():
+            (project / name).parent.mkdir(parents=True, exist_ok=True)
+            write_bytes(project / name, data)
+        _git(project, "add", "-f", "--", *rel, *(contents or {}))
     return commit
+
+
+def _commit(
+    project: Path, parent: str, rel: list[str], contents: Mapping[str, bytes], message: str
+) -> str:
+    """A commit on ``parent`` (none: an orphan) of its tree plus the working tree's ``rel``
+    and ``contents``, made through a private index; the commit's id."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, **_GIT_IDENTITY, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        _git(project, "read-tree", *([parent] if parent else ["--empty"]), env=env)
+        _git(project, "add", "-f", "--", *rel, env=env)
+        for name, data in contents.items():
+            blob = _git_input(project, data, "hash-object", "-w", "--stdin")
+            _git(project, "update-index", "--add", "--cacheinfo", f"100644,{blob},{name}", env=env)
+        tree = _git(project, "write-tree", env=env)
+        args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+        return _git(project, *args, env=env)
+
+
+def _git_input(project: Path, data: bytes, *args: str) -> str:
+    """A git command fed ``data`` on its standard input; its output."""
+    proc = subprocess.run(["git", *args], cwd=project, input=data, capture_output=True)
+    if proc.returncode != 0:
+        error = proc.stderr.decode(errors="replace").strip()[:300]
+        raise VersioningError(f"git {' '.join(args[:2])} failed: {error}")
+    return proc.stdout.decode().strip()
 
 
 def _rev(project: Path, name: str) -> str:

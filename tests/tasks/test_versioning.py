@@ -51,3 +51,42 @@ def test_a_readable_rwlock_is_left_as_it_is(tmp_path: Path) -> None:
     assert _holders(rwlock) == []
     versioning.status(project)
     assert rwlock.read_text() == before
+
+
+def test_shared_paths_are_committed_as_given_and_left_to_the_checked_out_run(
+    tmp_path: Path,
+) -> None:
+    """Files at a path every run shares are committed from the bytes given, never from the
+    working tree; only the checked-out run writes them there, so two runs in one working tree
+    each keep their own copy on their branch and ``git status`` never lists them."""
+    from cli.clone import empty_project
+
+    project = empty_project(tmp_path / "project")
+
+    def record(run: str, text: str) -> str:
+        (own := project / "data" / run / "params.yaml").parent.mkdir(parents=True, exist_ok=True)
+        own.write_text(text)
+        shared = {"run/params.yaml": text.encode()}
+        commit = versioning.record_on_run_branch(project, run, [own], run, contents=shared)
+        assert commit is not None
+        return commit
+
+    def show(rev: str) -> str:
+        return subprocess.run(
+            ["git", "show", f"{rev}:run/params.yaml"], cwd=project, capture_output=True, text=True
+        ).stdout
+
+    record("a", "a: 1\n")
+    assert (project / "run" / "params.yaml").read_text() == "a: 1\n"
+    record("b", "b: 1\n")  # a second run: its branch is checked out, its copy in the tree
+    later = record("a", "a: 2\n")  # the first run goes on beside it
+    assert show(later) == "a: 2\n" and show("tabula/runs/b") == "b: 1\n"
+    assert (project / "run" / "params.yaml").read_text() == "b: 1\n"
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all", "--", "run"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert status.stdout == ""
+    assert show("main") == ""  # the user's branch holds none of it
