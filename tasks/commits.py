@@ -11,7 +11,7 @@ from prefect import task
 from tasks.retry import IO_RETRIES
 from tasks.run.faults import kill_point
 from tasks.run.layout import RunLayout
-from tasks.run.reports import write_run_reports
+from tasks.run.reports import fixed_reports, write_run_reports
 from tasks.versioning import commit_stage, record_on_run_branch, run_branches
 
 
@@ -26,7 +26,9 @@ def dvc_commit(layout: RunLayout, iteration: int, stage: str) -> dict[str, str]:
 @task(name="record-lineage", task_run_name="lineage-i{iteration}", **IO_RETRIES)
 def record_lineage(layout: RunLayout, iteration: int, message: str) -> str | None:
     """Write the run's DVC metrics and plots (`tasks.run.reports.write_run_reports`), then
-    commit them with the stage files and locks to ``tabula/runs/<run>``; tag the iteration."""
+    commit them with the stage files and locks to ``tabula/runs/<run>``, and the run's params
+    and metrics again at the paths every run branch shares (`tasks.run.reports.fixed_reports`,
+    for ``dvc exp show --all-branches``); tag the iteration."""
     kill_point("lineage")
     reports = write_run_reports(layout, iteration) if iteration > 0 else []
     # The branch holds every iteration its earlier records committed, and a closed iteration's
@@ -44,7 +46,8 @@ def record_lineage(layout: RunLayout, iteration: int, message: str) -> str | Non
         layout.project / ".dvcignore",
     ]
     tag = f"tabula/{layout.run}/iter-{iteration:04d}" if iteration > 0 else None
-    return record_on_run_branch(layout.project, layout.run, files, message, tag=tag)
+    fixed = fixed_reports(layout)
+    return record_on_run_branch(layout.project, layout.run, files, message, tag, fixed)
 
 
 def _records(layout: RunLayout, i: int) -> list[Path]:

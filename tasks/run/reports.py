@@ -23,6 +23,34 @@ REPORTS_HEADER = (
     "# params, metrics and plots for `dvc params diff`, `dvc metrics diff`, `dvc plots show`.\n"
 )
 
+#: The folder, from the project's root, where every run branch also keeps its run's params and
+#: metrics (`fixed_reports`). DVC keys params and metrics by file path, so each run's own
+#: ``data/<run>/`` copies line up with no other run's; these do: ``dvc exp show --all-branches``
+#: gives one row per run under the same columns, and ``dvc params diff A B --targets
+#: tabula-run/params.yaml`` lists only the settings that differ.
+FIXED_DIR = "tabula-run"
+FIXED_DVC_YAML = (
+    "# Written by tabula to each run branch (tasks.run.reports.fixed_reports): the params and\n"
+    "# metrics of the run this branch records, at the same paths on every run branch, for\n"
+    "# `dvc exp show --all-branches` and `dvc params diff` between runs.\n"
+    "params:\n  - params.yaml\nmetrics:\n  - metrics.json\n"
+)
+
+
+def fixed_reports(layout: RunLayout) -> dict[str, bytes]:
+    """The files the run's branch carries in ``FIXED_DIR`` (paths from the project's root):
+    the run's frozen ``params.yaml``, its ``metrics.json`` as `write_run_reports` last wrote it
+    (``{}`` before an iteration has finished, so a run branch started from another run's never
+    shows that run's numbers) and the ``dvc.yaml`` declaring both. Only run branches hold it,
+    so DVC on a branch without runs has nothing declared that is missing. They are committed
+    from these bytes (`tasks.versioning.record_on_run_branch`), not from the working tree,
+    which two runs share."""
+    metrics = layout.metrics.read_bytes() if layout.metrics.exists() else b"{}\n"
+    files = {"dvc.yaml": FIXED_DVC_YAML.encode(), "metrics.json": metrics}
+    if layout.params.exists():
+        files["params.yaml"] = layout.params.read_bytes()
+    return {f"{FIXED_DIR}/{name}": data for name, data in files.items()}
+
 
 def write_run_reports(layout: RunLayout, iterations: int) -> list[Path]:
     """The run's DVC metrics and plots over its finished iterations 1..``iterations``, and the

@@ -303,3 +303,43 @@ def _table(stdout: str, column: str, key: str = "iteration") -> dict[str, str]:
     header = rows[0]
     assert column in header and key in header, stdout
     return {r[header.index(key)]: r[header.index(column)] for r in rows[1:]}
+
+
+def test_two_runs_line_up_in_dvc_exp_show(ran, prefect_server, tmp_path):
+    """Every run branch carries its params and metrics again in ``tabula-run/`` (the paths DVC
+    keys them by, the same on every branch): ``dvc exp show --all-branches`` gives the two runs
+    one row each under the same metric columns, and ``dvc params diff`` between the two run
+    branches on ``tabula-run/params.yaml`` lists the changed setting and the run's name, nothing
+    else. Run in a copy of the finished run, so that the other tests see one run."""
+    project = tmp_path / "tabula"
+    shutil.copytree(ran, project, symlinks=True)
+    runs.run(project, 2, prefect_server, extra=["pipeline.name=other", "search.gumbel_c_scale=0.2"])
+    assert sh(project, "git", "status", "--porcelain", "--untracked-files=all") == ""
+    assert sh(project, "git", "symbolic-ref", "--short", "HEAD").strip() == "tabula/runs/other"
+    assert not sh(project, "git", "ls-tree", "--name-only", "main", FIXED)  # only run branches
+
+    shown = json.loads(sh(project, DVC, "exp", "show", "--all-branches", "--json"))
+    assert not [row for row in shown if row.get("error")]  # main, without it, reads too
+    rows = {row["rev"]: row["data"] for row in shown}
+    tips = {run: sh(project, "git", "rev-parse", f"tabula/runs/{run}").strip() for run in RUNS}
+    assert set(tips.values()) <= set(rows)  # one row per run
+    for run, tip in tips.items():
+        metrics = rows[tip]["metrics"][f"{FIXED}/metrics.json"]["data"]
+        own = json.loads(sh(project, "git", "show", f"{tip}:data/{run}/metrics.json"))
+        assert metrics == own and {"elo", "score_vs_random", "loss"} <= set(metrics)
+        params = rows[tip]["params"][f"{FIXED}/params.yaml"]["data"]
+        assert params["pipeline"]["name"] == run
+    columns = [set(rows[tip]["metrics"][f"{FIXED}/metrics.json"]["data"]) for tip in tips.values()]
+    assert columns[0] == columns[1]
+
+    both = [f"tabula/runs/{run}" for run in RUNS]
+    args = ["params", "diff", *both, "--targets", f"{FIXED}/params.yaml", "--json"]
+    diff = json.loads(sh(project, DVC, *args))[f"{FIXED}/params.yaml"]
+    assert {k: (v["old"], v["new"]) for k, v in diff.items()} == {
+        "pipeline.name": (runs.RUN, "other"),
+        "search.gumbel_c_scale": (0.1, 0.2),
+    }
+
+
+RUNS = (runs.RUN, "other")
+FIXED = "tabula-run"  # as reproducing.md names it
