@@ -19,6 +19,8 @@ The hosts are network namespaces joined to a bridge (``tabula0``) by veth pairs;
 this machine's file system, which stands in for the shared project folder and the shared DVC
 remote (``DIR/dvc-remote``). Every server binds to the bridge's address only.
 
+The folder ``DIR`` must be the cluster user's own: every command refuses, in one line and
+before it makes or starts anything, one that another user could change (`cli.cluster.folder`).
 The credentials live in ``DIR/secrets.env`` (mode 0600, made at the first ``up`` with random
 values; a variable of the same name in the environment wins), outside the repository. They
 reach the servers and clients as environment variables, never as arguments, so no command line,
@@ -27,11 +29,13 @@ scheduler, workers and clients show certificates of the cluster's own authority 
 (`cli.cluster.tls`). ``DIR/client.env`` holds what a client needs; ``tabula cluster exec --
 CMD`` runs CMD with it.
 
-The parts: `cli.cluster.layout` (addresses, the folder, credentials), `cli.cluster.system`
+The parts: `cli.cluster.layout` (addresses, the folder, credentials), `cli.cluster.folder`
+(whose the folder may be; private files and logs), `cli.cluster.system`
 (namespaces, processes, probes), `cli.cluster.tls`, `cli.cluster.servers` (each server's
 start) and `cli.cluster.control` (up, down, restart, status); this module holds the commands.
 
-``down`` stops every process and removes the namespaces and the bridge; the data (the
+``down`` stops every process, the flows first while the Prefect server can still record how
+they ended, and removes the namespaces and the bridge; the data (the
 databases, artifacts, DVC remote) stay in DIR for the next ``up`` (``down --purge`` removes DIR).
 Needs root (namespaces) and Debian's ``postgresql`` package.
 """
@@ -58,14 +62,14 @@ from cli.cluster.control import (
 )
 from cli.cluster.layout import (
     DEFAULT_DIR,
-    HOSTS,
-    PORTS,
     USER,
+    dashboard_address,
     dask_address,
     mlflow_url,
     prefect_url,
     read_env,
 )
+from cli.cluster.system import forwarding_warning
 from cli.common import expected_errors
 from tabula.errors import UsageError
 
@@ -94,17 +98,23 @@ def up_command(
         str, typer.Option(help="The deployment's config, relative to the checkout.")
     ] = "configs/quickstart.yaml",
     name: Annotated[str, typer.Option(help="The deployment's run name.")] = "cluster",
+    dashboard: Annotated[
+        bool,
+        typer.Option(help="Start the Dask scheduler's dashboard too (plain HTTP, no login)."),
+    ] = False,  # fmt: skip
 ) -> None:
     """Start the cluster and register the pipeline's deployment on it."""
-    cluster = up(folder, Path.cwd(), config, name)
+    cluster = up(folder, Path.cwd(), config, name, dashboard)
+    warning = forwarding_warning()
+    if warning:
+        typer.echo(warning, err=True)
     typer.echo(f"cluster up in {cluster.folder} (logs in {cluster.logs})")
     typer.echo(
         f"  MLflow UI:   {mlflow_url()}   (user {USER}, password in {cluster.folder}/secrets.env)"
     )
     typer.echo(f"  Prefect UI:  {prefect_url()}   (same user, its own password)")
-    typer.echo(
-        f"  Dask:        {dask_address()}  dashboard http://{HOSTS['dask']}:{PORTS['dashboard']}"
-    )
+    board = f"  dashboard http://{dashboard_address()}" if dashboard else ""
+    typer.echo(f"  Dask:        {dask_address()}{board}")
     typer.echo(f"  DVC remote:  {cluster.dvc_remote}")
     typer.echo("run the pipeline through the deployment:")
     typer.echo(f"  {run_command()}")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import grp
 import os
 import shutil
 import signal
 from pathlib import Path
 
+from cli.cluster.folder import check_folder, make_private, write_private
 from cli.cluster.layout import (
     BRIDGE,
     DASK_WORKERS,
@@ -14,6 +16,7 @@ from cli.cluster.layout import (
     DEPLOYMENT,
     HOST,
     HOSTS,
+    MARK,
     POOL,
     PORTS,
     USER,
@@ -22,13 +25,13 @@ from cli.cluster.layout import (
     mlflow_probe_url,
     mlflow_url,
     prefect_url,
-    write_private,
 )
 from cli.cluster.servers import (
     dask_up,
     dask_worker_up,
     dask_workers,
     deploy,
+    end_orphaned_runs,
     mlflow_up,
     postgres_down,
     postgres_up,
@@ -46,6 +49,8 @@ from cli.cluster.system import (
     network_up,
     port_open,
     postgres_bin,
+    process_groups,
+    stop_groups,
     stop_process,
 )
 from cli.cluster.tls import make_certificates
@@ -53,11 +58,19 @@ from tabula.errors import UsageError
 
 
 def cluster_at(folder: Path | None) -> Cluster:
-    return Cluster(Path(folder or os.environ.get("TABULA_CLUSTER_DIR") or DEFAULT_DIR).resolve())
+    """The cluster in ``folder`` (else ``$TABULA_CLUSTER_DIR``, else `DEFAULT_DIR`), once the
+    folder has passed `check_folder`: every command's first step."""
+    given = Path(os.path.abspath(folder or os.environ.get(MARK) or DEFAULT_DIR))
+    cluster = Cluster(given.resolve())
+    check_folder(given, *cluster.kept(), shared=[cluster.postgres])
+    return cluster
 
 
-def up(folder: Path | None, project: Path, config: str, name: str) -> Cluster:
-    """Start everything (see `cli.cluster`'s docstring); on a failure, stop what started."""
+def up(
+    folder: Path | None, project: Path, config: str, name: str, dashboard: bool = False
+) -> Cluster:
+    """Start everything (see `cli.cluster`'s docstring), the Dask dashboard only when asked
+    for; on a failure, stop what started."""
     need_root()
     cluster = cluster_at(folder)
     if _inside(cluster.folder, project) or _inside(cluster.folder, source()):
@@ -72,10 +85,7 @@ def up(folder: Path | None, project: Path, config: str, name: str) -> Cluster:
     if network_exists() or marked_processes(cluster):
         raise UsageError(f"a cluster is already up (bridge {BRIDGE}): tabula cluster down first")
     postgres_bin()
-    cluster.folder.mkdir(parents=True, exist_ok=True)
-    cluster.folder.chmod(0o711)  # PostgreSQL's own user must reach its data folder
-    cluster.dvc_remote.mkdir(exist_ok=True)
-    cluster.logs.mkdir(exist_ok=True)
+    _make_folders(cluster)
     secret = cluster.make_secrets()
     make_certificates(cluster, [HOST, *HOSTS.values()])
     write_private(
@@ -88,13 +98,22 @@ def up(folder: Path | None, project: Path, config: str, name: str) -> Cluster:
         postgres_up(cluster, secret)
         mlflow_up(cluster, secret)
         prefect_up(cluster, secret)
-        dask_up(cluster)
+        dask_up(cluster, dashboard)
         deploy(cluster, project, config, name)
         worker_up(cluster)
     except BaseException:
         down(cluster.folder)
         raise
     return cluster
+
+
+def _make_folders(cluster: Cluster) -> None:
+    """The folder and its subfolders, each its owner's only; an older cluster's are made so."""
+    # PostgreSQL's own user must pass through to its data folder: only its group may.
+    make_private(cluster.folder, 0o710)
+    os.chown(cluster.folder, -1, grp.getgrnam("postgres").gr_gid, follow_symlinks=False)
+    for sub in (cluster.dvc_remote, cluster.logs, cluster.artifacts):
+        make_private(sub)
 
 
 def need_root() -> None:
@@ -107,13 +126,26 @@ def _inside(folder: Path, root: Path) -> bool:
 
 
 def down(folder: Path | None, purge: bool = False) -> Cluster:
-    """Stop every process of the cluster (the recorded ones first, in reverse order, then
-    whatever else carries its `MARK`: the flows a worker started), PostgreSQL last, and remove
-    the network; ``purge`` also deletes the folder."""
+    """Stop every process of the cluster and remove the network; ``purge`` also deletes the
+    folder. The Prefect worker goes first, then the flows it started (each in a session of its
+    own, found by the cluster's `MARK`), while the Prefect server still answers: a flow stopped
+    by SIGTERM records its run as Crashed, and `end_orphaned_runs` ends the runs of those that
+    did not in their grace; killed after the servers, they stayed RUNNING. Then the other
+    recorded processes, in reverse order of their start, whatever still carries the mark, and
+    PostgreSQL last."""
     cluster = cluster_at(folder)
     state = cluster.read_state()
+    pids: dict[str, int] = state.get("pids", {})
     marked = set(marked_processes(cluster))
-    for pid in reversed(list(state.get("pids", {}).values())):
+    if pids.get("prefect-worker") in marked:
+        stop_process(pids["prefect-worker"])
+    flows = set(marked_processes(cluster))
+    # A group whose leader carries no mark is not the cluster's: a shell's job that runs
+    # `tabula cluster exec -- ...` (its process is stopped with the rest, below).
+    stop_groups((process_groups(list(flows)) & flows) - set(pids.values()))
+    if pids.get("prefect") in marked and cluster.secrets():
+        end_orphaned_runs(cluster)
+    for pid in reversed(list(pids.values())):
         if pid in marked:
             stop_process(pid)
     for pid in marked_processes(cluster):

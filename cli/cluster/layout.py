@@ -12,6 +12,7 @@ from base64 import b64encode
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli.cluster.folder import read_env, write_private
 from tabula.errors import TabulaError
 
 BRIDGE = "tabula0"
@@ -30,7 +31,8 @@ USER = "tabula"  # the PostgreSQL role, the MLflow admin and the Prefect API use
 DATABASES = ("mlflow", "mlflow_auth", "prefect")
 POOL = "tabula-process"  # prefect.yaml's work pool
 DEPLOYMENT = "tabula-scheduled-pipeline/cluster"
-DEFAULT_DIR = Path("/var/tmp/tabula-cluster")
+#: Root's, in no folder that others may write in (as /var/tmp is): `cli.cluster.folder`.
+DEFAULT_DIR = Path("/var/lib/tabula-cluster")
 SECRET_NAMES = (
     "TABULA_CLUSTER_DB_PASSWORD",
     "TABULA_CLUSTER_MLFLOW_PASSWORD",
@@ -63,6 +65,11 @@ def mlflow_probe_url() -> str:
 
 def prefect_url() -> str:
     return f"http://{HOST}:{PORTS['prefect']}"
+
+
+def dashboard_address() -> str:
+    """The Dask scheduler's dashboard (``up --dashboard`` only)."""
+    return f"{HOSTS['dask']}:{PORTS['dashboard']}"
 
 
 def dask_address() -> str:
@@ -100,6 +107,14 @@ class Cluster:
     def tls(self) -> Path:
         """The Dask network's certificates (`cli.cluster.tls`)."""
         return self.folder / "tls"
+
+    def kept(self) -> tuple[list[Path], list[Path]]:
+        """The folders and the files that the cluster keeps in its folder and reads back:
+        each must be its user's own (`cli.cluster.folder.check_folder`). PostgreSQL's folder
+        is its own user's."""
+        folders = [self.tls, self.logs, self.dvc_remote, self.artifacts]
+        names = ("cluster.json", "secrets.env", "client.env", "mlflow-auth.ini")
+        return folders, [self.folder / n for n in names] + list(self.tls_files())
 
     def tls_files(self) -> tuple[Path, Path, Path]:
         """The authority's certificate, the members' certificate and the members' key."""
@@ -171,20 +186,6 @@ class Cluster:
             f"pipeline.dvc_remote={self.dvc_remote}",
             f"selfplay.workers={len(DASK_WORKERS)}",
         ]
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` readable by its owner only, whole or not at all."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def read_env(path: Path) -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
-    return {k.strip(): v.strip() for k, v in pairs}
 
 
 def basic_auth(user: str, password: str) -> dict[str, str]:

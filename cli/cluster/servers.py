@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import pwd
 import sys
 from pathlib import Path
 
+from cli.cluster.folder import append_nofollow, make_private, write_private
 from cli.cluster.layout import (
     DASK_WORKERS,
     DATABASES,
@@ -22,6 +23,7 @@ from cli.cluster.layout import (
     USER,
     Cluster,
     ClusterError,
+    dashboard_address,
     dask_address,
     mlflow_probe_url,
     mlflow_url,
@@ -31,6 +33,7 @@ from cli.cluster.system import (
     console_script,
     http_ok,
     port_open,
+    post_json,
     postgres_bin,
     sh,
     start,
@@ -59,16 +62,16 @@ def postgres_up(cluster: Cluster, secret: dict[str, str]) -> None:
     pg = postgres_bin()
     data, run = cluster.postgres / "data", cluster.postgres / "run"
     as_postgres = ["runuser", "-u", "postgres", "--"]
-    cluster.postgres.mkdir(exist_ok=True)
-    run.mkdir(exist_ok=True)
-    shutil.chown(cluster.postgres, "postgres")
-    shutil.chown(run, "postgres")
+    make_private(cluster.postgres)
+    run.mkdir(mode=0o700, exist_ok=True)
+    user = pwd.getpwnam("postgres")
+    for folder in (cluster.postgres, run):  # PostgreSQL's user may have made run/ a link
+        os.chown(folder, user.pw_uid, user.pw_gid, follow_symlinks=False)
     fresh = not (data / "PG_VERSION").is_file()
     if fresh:
         sh(*as_postgres, str(pg / "initdb"), "-D", str(data), "-U", "postgres", "-E", "UTF8",
             "--auth-local=peer", "--auth-host=scram-sha-256", "--no-locale")  # fmt: skip
-        with open(data / "pg_hba.conf", "a") as hba:
-            hba.write(f"host all {USER} {NETWORK}.0/24 scram-sha-256\n")
+        append_nofollow(data / "pg_hba.conf", f"host all {USER} {NETWORK}.0/24 scram-sha-256\n")
     options = (
         f"-c listen_addresses={HOST} -c port={PORTS['postgres']} -c unix_socket_directories={run}"
     )
@@ -101,7 +104,8 @@ def mlflow_up(cluster: Cluster, secret: dict[str, str]) -> int:
     """MLflow's tracking server on PostgreSQL, serving the artifacts, behind basic auth."""
     ini = cluster.folder / "mlflow-auth.ini"
     db = f"postgresql+psycopg2://{USER}@{HOST}:{PORTS['postgres']}"
-    ini.write_text(
+    write_private(
+        ini,
         "[mlflow]\n"
         "default_permission = NO_PERMISSIONS\n"
         f"database_uri = {db}/mlflow_auth\n"
@@ -109,7 +113,7 @@ def mlflow_up(cluster: Cluster, secret: dict[str, str]) -> int:
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
         # A password check (PBKDF2) costs about 0.3 s of this machine's CPU, on every
         # request: the cache makes it once a minute per user (MLflow's basic_auth.ini).
-        "auth_cache_ttl_seconds = 60\n"
+        "auth_cache_ttl_seconds = 60\n",
     )
     env = {
         **server_env(),
@@ -118,7 +122,7 @@ def mlflow_up(cluster: Cluster, secret: dict[str, str]) -> int:
         "MLFLOW_AUTH_ADMIN_PASSWORD": secret["TABULA_CLUSTER_MLFLOW_PASSWORD"],
         "MLFLOW_FLASK_SERVER_SECRET_KEY": secret["TABULA_CLUSTER_MLFLOW_SECRET_KEY"],
     }
-    cluster.artifacts.mkdir(exist_ok=True)
+    make_private(cluster.artifacts)
     argv = [
         sys.executable, "-m", "mlflow", "server",
         "--host", HOST, "--port", str(PORTS["mlflow"]), "--workers", "1",
@@ -168,13 +172,20 @@ def prefect_up(cluster: Cluster, secret: dict[str, str]) -> int:
     return pid
 
 
-def dask_up(cluster: Cluster) -> dict[str, int]:
-    """The Dask scheduler and its single-threaded workers, each in its own namespace."""
+def dask_up(cluster: Cluster, dashboard: bool = False) -> dict[str, int]:
+    """The Dask scheduler and its single-threaded workers, each in its own namespace; the
+    scheduler's dashboard only when asked for (plain HTTP, no login: whoever reaches the
+    bridge would see it)."""
     env = _dask_env(cluster)
-    dashboard = f"{HOSTS['dask']}:{PORTS['dashboard']}"
+    # Without the dashboard, Dask still serves its worker pages, metrics and a proxy over
+    # HTTP: on the namespace's own loopback, out of everyone's reach.
+    board = (
+        ["--dashboard-address", dashboard_address()]
+        if dashboard
+        else ["--no-dashboard", "--dashboard-address", f"127.0.0.1:{PORTS['dashboard']}"]
+    )
     scheduler = [console_script("dask"), "scheduler", "--host", HOSTS["dask"], "--port",
-                 str(PORTS["dask"]), "--dashboard-address", dashboard,
-                 *tls_cli_args(cluster)]  # fmt: skip
+                 str(PORTS["dask"]), *board, *tls_cli_args(cluster)]  # fmt: skip
     pids = {"dask-scheduler": start(cluster, "dask-scheduler", scheduler, env, host="dask")}
     wait_for(
         "the Dask scheduler",
@@ -200,15 +211,20 @@ def client_process_env(cluster: Cluster) -> dict[str, str]:
 
 
 def _dask_env(cluster: Cluster) -> dict[str, str]:
-    return client_process_env(cluster) | {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    """A Dask member's environment: a client's without MLflow's address and password, which
+    self-play never uses (only the flow's process logs to MLflow)."""
+    env = {k: v for k, v in client_process_env(cluster).items() if not k.startswith("MLFLOW_")}
+    return env | {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 def dask_worker_up(cluster: Cluster, host: str) -> int:
     """One single-threaded Dask worker in ``host``'s namespace."""
     worker = [console_script("dask"), "worker", dask_address(), "--nthreads", "1",
               "--nworkers", "1", "--host", HOSTS[host], "--name", host, "--no-dashboard",
+              "--dashboard-address", "127.0.0.1:0",  # its metrics: as the scheduler's pages
               *tls_cli_args(cluster)]  # fmt: skip
-    return start(cluster, f"dask-{host}", worker, _dask_env(cluster), host=host)
+    # This umask, not 077: a worker writes its shards into the user's project.
+    return start(cluster, f"dask-{host}", worker, _dask_env(cluster), host=host, umask=-1)
 
 
 def dask_workers(cluster: Cluster) -> dict[str, str]:
@@ -221,6 +237,30 @@ def dask_workers(cluster: Cluster) -> dict[str, str]:
     except (OSError, TimeoutError):
         return {}
     return {str(w["name"]): address for address, w in info.items()}
+
+
+#: A flow run's state once no process runs it any more: what each unfinished state becomes.
+_ENDED = {"RUNNING": "CRASHED", "PENDING": "CRASHED", "CANCELLING": "CANCELLED"}
+
+
+def end_orphaned_runs(cluster: Cluster) -> int:
+    """Give every flow run that the Prefect server still holds for unfinished (running,
+    pending or cancelling) its end state, and return how many there were: called once the
+    cluster's flows are stopped, when no process runs them any more. A flow stopped by
+    SIGTERM records its end itself; one that has not by the end of its grace was killed."""
+    auth = (USER, cluster.secrets()["TABULA_CLUSTER_PREFECT_PASSWORD"])
+    api, ended = f"{prefect_url()}/api/flow_runs", 0
+    query = {"flow_runs": {"state": {"type": {"any_": list(_ENDED)}}}, "limit": 200}
+    try:
+        while runs := post_json(f"{api}/filter", query, auth):
+            for run in runs:
+                end = _ENDED[run["state"]["type"]]
+                state = {"type": end, "message": "its process was stopped by tabula cluster down"}
+                post_json(f"{api}/{run['id']}/set_state", {"state": state, "force": True}, auth)
+                ended += 1
+    except OSError:
+        pass  # the server is gone already: nothing to record the end in
+    return ended
 
 
 def prefect_cli(cluster: Cluster, *args: str, timeout: int = 300) -> str:
@@ -258,4 +298,6 @@ def worker_up(cluster: Cluster) -> int:
     """A worker of the process pool on this machine: it runs the flows in the checkout."""
     env = client_process_env(cluster) | {"OMP_WAIT_POLICY": "PASSIVE"}
     argv = [console_script("prefect"), "worker", "start", "--pool", POOL, "--name", "tabula-flows"]
-    return start(cluster, "prefect-worker", argv, env)
+    # This umask, not 077: the flows write the user's project (its data/, git and DVC records),
+    # which keeps the permissions its owner gives it.
+    return start(cluster, "prefect-worker", argv, env, umask=-1)

@@ -3,6 +3,7 @@ marked as the cluster's, and probes of its ports."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -12,7 +13,9 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
+from cli.cluster.folder import make_private, open_log
 from cli.cluster.layout import (
     BRIDGE,
     HOST,
@@ -29,6 +32,9 @@ _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def sh(*argv: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    # Without the cluster's mark, unless given: `down` stops what carries it by signals of its
+    # own, and PostgreSQL (started through here) by pg_ctl.
+    kwargs.setdefault("env", {k: v for k, v in os.environ.items() if k != MARK})
     done = subprocess.run(argv, capture_output=True, text=True, **kwargs)
     if check and done.returncode != 0:
         raise ClusterError(f"{' '.join(argv[:4])} failed: {done.stderr.strip()[-300:]}")
@@ -80,6 +86,22 @@ def network_exists() -> bool:
     return sh("ip", "link", "show", BRIDGE, check=False).returncode == 0
 
 
+IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+
+
+def forwarding_warning(setting: Path = IP_FORWARD) -> str | None:
+    """A line of warning when this machine forwards IP packets (``setting`` reads 1): then
+    another machine that routes 10.77.0.0/24 through this one reaches the cluster's servers,
+    which bind to the bridge only to be out of reach from outside."""
+    if not setting.is_file() or setting.read_text().strip() == "0":
+        return None
+    return (
+        f"warning: IP forwarding is on ({setting} is 1): machines that route {HOST}/24 "
+        f"through this one reach the cluster's servers; turn it off "
+        "(sysctl net.ipv4.ip_forward=0) or firewall the bridge " + BRIDGE
+    )
+
+
 # --- processes ----------------------------------------------------------------------------
 
 
@@ -88,13 +110,19 @@ _CHILDREN: dict[int, subprocess.Popen] = {}
 
 
 def start(
-    cluster: Cluster, name: str, argv: list[str], env: dict[str, str], host: str | None = None
+    cluster: Cluster,
+    name: str,
+    argv: list[str],
+    env: dict[str, str],
+    host: str | None = None,
+    umask: int = 0o077,
 ) -> int:
     """Start ``argv`` in its own session (in ``host``'s namespace when given), marked with
-    `MARK`, its output in ``logs/NAME.log``; record and return its pid."""
-    cluster.logs.mkdir(parents=True, exist_ok=True)
+    `MARK`, its output in ``logs/NAME.log``, what it makes readable by its owner only unless
+    ``umask`` (-1: this process's) says otherwise; record and return its pid."""
+    make_private(cluster.logs)
     prefix = ["ip", "netns", "exec", namespace(host)] if host else []
-    with open(cluster.logs / f"{name}.log", "ab") as log:
+    with open_log(cluster.logs / f"{name}.log") as log:
         proc = subprocess.Popen(
             prefix + argv,
             env={**env, MARK: str(cluster.folder)},
@@ -103,6 +131,7 @@ def start(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             cwd=env.get("TABULA_PROJECT", "/"),
+            umask=umask,
         )
     _CHILDREN[proc.pid] = proc
     cluster.remember(name, proc.pid)
@@ -155,11 +184,30 @@ def kill(pid: int, sig: int = signal.SIGTERM) -> None:
 
 def stop_process(pid: int, grace_s: float = 15.0) -> None:
     """SIGTERM to the process group of ``pid``, SIGKILL after ``grace_s``."""
-    kill(pid)
+    stop_groups({pid}, grace_s)
+
+
+def stop_groups(leaders: set[int], grace_s: float = 15.0) -> None:
+    """SIGTERM to each process group (named by its leader's pid), all at once; SIGKILL to
+    those whose leader still runs after ``grace_s``."""
+    for pid in leaders:
+        kill(pid)
     deadline = time.monotonic() + grace_s
-    while alive(pid) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in leaders) and time.monotonic() < deadline:
         time.sleep(0.2)
-    kill(pid, signal.SIGKILL)
+    for pid in leaders:
+        kill(pid, signal.SIGKILL)
+
+
+def process_groups(pids: list[int]) -> set[int]:
+    """The process groups (their leaders' pids) of ``pids``, those gone aside."""
+    groups = set()
+    for pid in pids:
+        try:
+            groups.add(os.getpgid(pid))
+        except ProcessLookupError:
+            pass
+    return groups
 
 
 def wait_for(
@@ -184,6 +232,16 @@ def http_ok(url: str, auth: tuple[str, str] | None = None) -> bool:
             return response.status == 200
     except (urllib.error.URLError, OSError):
         return False
+
+
+def post_json(url: str, body: dict, auth: tuple[str, str]) -> Any:
+    """POST ``body`` as JSON with basic auth; the answer's JSON (None for an empty one).
+    Raises OSError (urllib's errors among them) when the server does not answer 2xx."""
+    headers = {**basic_auth(*auth), "Content-Type": "application/json"}
+    request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
+    with _LOCAL.open(request, timeout=30) as response:
+        text = response.read()
+    return json.loads(text) if text.strip() else None
 
 
 def port_open(address: str, port: int) -> bool:

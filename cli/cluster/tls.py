@@ -19,7 +19,8 @@ import datetime
 import ipaddress
 from collections.abc import Iterable
 
-from cli.cluster.layout import Cluster, write_private
+from cli.cluster.folder import make_private, write_private
+from cli.cluster.layout import Cluster
 
 VALID_DAYS = 365
 
@@ -77,7 +78,7 @@ def make_certificates(cluster: Cluster, addresses: Iterable[str]) -> None:
         .sign(ca_key, hashes.SHA256())
     )
     pem = serialization.Encoding.PEM
-    cluster.tls.mkdir(mode=0o700, exist_ok=True)
+    make_private(cluster.tls)
     key_bytes = member_key.private_bytes(
         pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )

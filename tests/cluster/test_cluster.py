@@ -13,10 +13,12 @@ the faults of docs/scaling-out.md ("What a fault does"), each against an uninter
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -74,6 +76,58 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **extra}
 
 
+def _snapshot(*roots: Path) -> dict[str, tuple]:
+    """Every path under ``roots`` (links not followed): its type, mode, owner and content."""
+    found: dict[str, tuple] = {}
+    for root in roots:
+        for path in [root, *root.rglob("*")]:
+            st = path.lstat()
+            if path.is_symlink():
+                body: object = os.readlink(path)
+            else:
+                body = path.read_bytes() if path.is_file() else None
+            found[str(path)] = (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, body)
+    return found
+
+
+def _network() -> str:
+    """The namespaces and links of this machine."""
+    return "".join(
+        subprocess.run(argv, capture_output=True, text=True).stdout
+        for argv in (["ip", "netns", "list"], ["ip", "-o", "link", "show"])
+    )
+
+
+def test_up_refuses_a_folder_of_another_user_and_touches_nothing(tmp_path):
+    """A folder planted by another user, made to look like a cluster's, with a link where the
+    passwords' temporary file would go: refused in one line naming its owner, before
+    anything is made or started."""
+    folder = tmp_path / "planted"
+    folder.mkdir(mode=0o755)
+    (folder / "cluster.json").write_text("{}\n")
+    victim = tmp_path / "victim"
+    victim.write_text("root's file\n")
+    (folder / "secrets.env.tmp").symlink_to(victim)
+    for path in (folder, folder / "cluster.json", folder / "secrets.env.tmp"):
+        os.chown(path, 65534, 65534, follow_symlinks=False)  # nobody
+    project = tmp_path / "project"
+    project.mkdir()
+    before, network = _snapshot(folder, victim, project), _network()
+    started = time.monotonic()
+    done = subprocess.run([TABULA, "cluster", "up", "--dir", str(folder)], cwd=project,
+                          env=_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"tabula: {folder} belongs to nobody, not to root who runs tabula cluster: give a "
+        "folder of your own"
+    ), done.stderr
+    assert done.stdout == ""
+    assert _snapshot(folder, victim, project) == before
+    assert _network() == network
+    assert system.marked_processes(cl.Cluster(folder)) == []
+    assert time.monotonic() - started < 60
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[tuple[cl.Cluster, Path]]:
     """A cluster up for this module, its project the shared folder; down (purged) after."""
@@ -88,6 +142,8 @@ def cluster(tmp_path_factory) -> Iterator[tuple[cl.Cluster, Path]]:
                             env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
         assert up.returncode == 0, up.stderr[-3000:]
         assert control.run_command() in up.stdout
+        forwarding = system.IP_FORWARD.read_text().strip() != "0"
+        assert ("warning: IP forwarding is on" in up.stderr) == forwarding, up.stderr
         yield cl.Cluster(folder), project
     finally:
         down = subprocess.run([TABULA, "cluster", "down", "--dir", str(folder), "--purge"],
@@ -134,6 +190,35 @@ def test_the_servers_refuse_whoever_has_no_credentials(cluster):
         assert not system.port_open("127.0.0.1", port)
     for path in (c.folder / "secrets.env", c.folder / "client.env", *c.tls_files()):
         assert path.stat().st_mode & 0o077 == 0
+    # Only root reads the folder's data and logs; PostgreSQL's group passes through to its own.
+    assert stat.S_IMODE(c.folder.stat().st_mode) == 0o710
+    assert c.folder.stat().st_gid == grp.getgrnam("postgres").gr_gid
+    for folder in (c.logs, c.artifacts, c.dvc_remote, c.tls):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    for path in (*c.logs.iterdir(), c.folder / "mlflow-auth.ini"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def _umask_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Umask")), 8)
+
+
+def test_the_servers_make_their_files_private_and_dask_gets_no_mlflow_password(cluster):
+    c, _ = cluster
+    pids = c.read_state()["pids"]
+    for name in ("mlflow", "prefect", "dask-scheduler"):
+        assert _umask_of(pids[name]) == 0o077, name
+    password = c.secrets()["TABULA_CLUSTER_MLFLOW_PASSWORD"].encode()
+    members = [int(pid) for host in ("dask", *cl.DASK_WORKERS) for pid in subprocess.run(
+        ["ip", "netns", "pids", cl.namespace(host)], capture_output=True, text=True
+    ).stdout.split()]  # fmt: skip
+    assert len(members) >= 1 + len(cl.DASK_WORKERS)
+    for pid in members:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        assert password not in environ and b"MLFLOW_TRACKING_" not in environ, pid
+    worker = Path(f"/proc/{pids['prefect-worker']}/environ").read_bytes()
+    assert password in worker  # the flows log to MLflow
 
 
 def test_the_dask_scheduler_refuses_whoever_has_no_certificate(cluster, tmp_path):
@@ -153,6 +238,15 @@ def test_the_dask_scheduler_refuses_whoever_has_no_certificate(cluster, tmp_path
         Client(cl.dask_address(), security=tls.security(other), timeout=5)
     # Only the cluster's network reaches the scheduler, and nothing in the folder can sign.
     assert not system.port_open("127.0.0.1", cl.PORTS["dask"])
+    # No dashboard unless asked for, nor Dask's other HTTP pages: on the cluster's network,
+    # the scheduler serves its TLS port only, and each worker its own and its nanny's.
+    for host, ports in (("dask", 1), *((h, 2) for h in cl.DASK_WORKERS)):
+        listening = subprocess.run(["ip", "netns", "exec", cl.namespace(host), "ss", "-ltnH"],
+                                   capture_output=True, text=True, check=True).stdout  # fmt: skip
+        mine = [line.split()[3] for line in listening.splitlines()]
+        outside = [a for a in mine if a.startswith(cl.HOSTS[host])]
+        assert len(outside) == ports, (host, mine)
+        assert all(a.startswith((cl.HOSTS[host], "127.0.0.1:")) for a in mine), (host, mine)
     assert sorted(p.name for p in c.tls.iterdir()) == ["ca.pem", "member.key", "member.pem"]
     assert "PRIVATE KEY" not in (c.tls / "ca.pem").read_text()
 
@@ -510,9 +604,9 @@ def test_the_prefect_server_restarted_in_an_iteration(cluster, reference, tmp_pa
     assert_same_bytes(layout, reference)
 
 
-def _state_of_the_run_in(c: cl.Cluster, project: Path):
-    """The final state of the deployment's flow run (not its subflows') whose project is
-    ``project``."""
+def _state_of_the_run_in(c: cl.Cluster, project: Path, final: bool = True):
+    """The state of the deployment's flow run (not its subflows') whose project is
+    ``project``: its final state, waited for, unless ``final`` is False."""
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
 
@@ -527,7 +621,7 @@ def _state_of_the_run_in(c: cl.Cluster, project: Path):
         runs = [r for r in client.read_flow_runs()
                 if r.flow_id == flow_id and r.parameters.get("project") == mine]  # fmt: skip
         assert len(runs) == 1, runs
-        return _final_state(client, runs[0].id)
+        return _final_state(client, runs[0].id) if final else runs[0].state
 
 
 def test_postgres_unreachable_at_start(cluster, tmp_path):
@@ -552,3 +646,24 @@ def test_postgres_unreachable_at_start(cluster, tmp_path):
     commits = subprocess.run(["git", "rev-list", "--count", "--all"], cwd=project,
                              capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert commits.strip() == "1"
+
+
+def test_down_ends_the_flows_before_the_servers(cluster, tmp_path):
+    """``down`` in the middle of a run: the flow stops while the Prefect server still
+    answers, so after the next ``up`` its run shows Crashed, not RUNNING for ever."""
+    c, shared = cluster
+    project = empty_project(tmp_path / "project")
+    layout = RunLayout(project, "data", "faults")
+    run = start_run(c, project, "tabula-fault-down")
+    _wait(lambda: layout.marker(1, "plan").exists())  # self-play begins
+    env = _env(PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="5")
+    down = subprocess.run([TABULA, "cluster", "down", "--dir", str(c.folder)], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert down.returncode == 0, down.stderr
+    assert system.marked_processes(c) == [] and not system.network_exists()
+    finish(run, timeout=120)  # its --watch ends with the server
+    up = subprocess.run([TABULA, "cluster", "up", "--dir", str(c.folder)], cwd=shared, env=env,
+                        capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert up.returncode == 0, up.stderr[-3000:]
+    state = _state_of_the_run_in(c, project, final=False)
+    assert state is not None and state.type.value == "CRASHED", state
