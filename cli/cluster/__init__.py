@@ -30,13 +30,13 @@ scheduler, workers and clients show certificates of the cluster's own authority 
 CMD`` runs CMD with it.
 
 The parts: `cli.cluster.layout` (addresses, the folder, credentials), `cli.cluster.folder`
-(whose the folder may be; private files and logs), `cli.cluster.system`
-(namespaces, processes, probes), `cli.cluster.tls`, `cli.cluster.servers` (each server's
-start) and `cli.cluster.control` (up, down, restart, status); this module holds the commands.
+(whose the folder may be; private files and logs), `cli.cluster.system` (namespaces,
+processes, probes), `cli.cluster.tls`, `cli.cluster.servers` (each server's start) and
+`cli.cluster.control` (up, down, restart, status); this module holds the commands.
 
 ``down`` stops every process, the flows first while the Prefect server can still record how
-they ended, and removes the namespaces and the bridge; the data (the
-databases, artifacts, DVC remote) stay in DIR for the next ``up`` (``down --purge`` removes DIR).
+they ended, and removes the namespaces and the bridge; the data (the databases, artifacts, DVC
+remote) stay in DIR for the next ``up`` (``down --purge`` removes DIR).
 Needs root (namespaces) and Debian's ``postgresql`` package.
 """
 
