@@ -6,6 +6,7 @@ import grp
 import os
 import shutil
 import signal
+from importlib.util import find_spec
 from pathlib import Path
 
 from cli.cluster.folder import check_folder, make_private, write_private
@@ -72,6 +73,7 @@ def up(
     """Start everything (see `cli.cluster`'s docstring), the Dask dashboard only when asked
     for; on a failure, stop what started."""
     need_root()
+    need_extras()
     cluster = cluster_at(folder)
     if _inside(cluster.folder, project) or _inside(cluster.folder, source()):
         raise UsageError(
@@ -119,6 +121,22 @@ def _make_folders(cluster: Cluster) -> None:
 def need_root() -> None:
     if os.geteuid() != 0:
         raise UsageError("tabula cluster needs root (it makes and removes network namespaces)")
+
+
+#: What `tabula cluster` starts beyond the pipeline: MLflow's server on PostgreSQL (its
+#: driver) with its basic-auth app (Flask-WTF); the ``cluster`` extra of pyproject.toml.
+EXTRAS = {"psycopg2": "psycopg2-binary", "flask_wtf": "flask-wtf"}
+
+
+def need_extras() -> None:
+    """Refuse in one line, before anything starts, when the cluster's extra packages are not
+    installed (``make run`` installs the pipeline's runtime only)."""
+    missing = [package for module, package in EXTRAS.items() if find_spec(module) is None]
+    if missing:
+        raise UsageError(
+            f"tabula cluster needs {', '.join(missing)}: install its extra with "
+            "`.venv/bin/pip install -c constraints.txt -e '.[cluster]'` (make test does)"
+        )
 
 
 def _inside(folder: Path, root: Path) -> bool:

@@ -209,3 +209,18 @@ def test_every_command_checks_the_folder_first(tmp_path):
     for command in (lambda: control.status(folder), lambda: control.restart(folder, "mlflow")):
         with pytest.raises(UsageError, match="may be written by its group or others"):
             command()
+
+
+def test_up_without_the_cluster_extra_says_how_to_install_it(monkeypatch) -> None:
+    """``make run`` installs the runtime only: ``up`` names the missing packages and the
+    command that installs them, before it makes or starts anything."""
+    import sys
+
+    control.need_extras()  # this environment has them (make test installs .[dev])
+    monkeypatch.setitem(sys.modules, "psycopg2", None)  # as if it were not installed
+    with pytest.raises(UsageError) as refused:
+        control.need_extras()
+    assert str(refused.value) == (
+        "tabula cluster needs psycopg2-binary: install its extra with "
+        "`.venv/bin/pip install -c constraints.txt -e '.[cluster]'` (make test does)"
+    )
