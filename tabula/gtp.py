@@ -479,23 +479,24 @@ class GtpEngine:
 
     # -- analysis ----------------------------------------------------------------------------
 
-    def _lz_analyze(self, args: list[str]) -> str:
+    def _analysis_of(self, args: list[str]) -> tuple[LzRequest, Analysis, int]:
+        """The request of an ``lz-analyze``-shaped command, the player's analysis of the
+        position for the colour it names (the side to move by default), and that colour."""
         try:
             request = parse_lz_analyze(args)
         except AnalyzeArgsError:
             raise _syntax_error() from None
         colour = self.game.to_play if request.colour is None else request.colour
         analysis = self.player.analysis(self.game.copy(), colour)  # type: ignore[attr-defined]
+        return request, analysis, colour
+
+    def _lz_analyze(self, args: list[str]) -> str:
+        request, analysis, _ = self._analysis_of(args)
         self._streaming = Streaming(request, analysis.steps())
         return ""
 
     def _lz_genmove_analyze(self, args: list[str]) -> str:
-        try:
-            request = parse_lz_analyze(args)
-        except AnalyzeArgsError:
-            raise _syntax_error() from None
-        colour = self.game.to_play if request.colour is None else request.colour
-        analysis = self.player.analysis(self.game.copy(), colour)  # type: ignore[attr-defined]
+        request, analysis, colour = self._analysis_of(args)
         self._rest = self._genmove_lines(request, analysis, colour)
         return ""
 
