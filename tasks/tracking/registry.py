@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tabula.errors import TabulaError, UsageError
-from tasks.tracking.store import connect, missing_store, resolve_uri
+from tasks.tracking.store import as_default_store, connect, missing_store, resolve_uri
 from tasks.tracking.tags import TAG_ITERATION, TAG_SHA
 
 #: The artifact folder of a checkpoint's MLflow model, under its iteration's run.
@@ -61,12 +61,10 @@ def register_checkpoint(
         all_tags |= {k: str(v) for k, v in tags.items()}
         folder = save_pytorch_model(upload, Path(tmp) / MODEL_FOLDER, all_tags)
         model = _logged_model(client, _model_name(name, all_tags), run_id, folder, all_tags)
-    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
-
     # MLflow's SQL registry looks the logged model of a ``models:/<id>`` source up in the
     # process's default store, not in the client's (its own TODO says so): make the client's
     # store the default while the version is created (one registration at a time: promote).
-    with _use_tracking_uri(client.tracking_uri):
+    with as_default_store(client.tracking_uri):
         version = client.create_model_version(
             name, f"models:/{model.model_id}", run_id, tags=all_tags, model_id=model.model_id
         )

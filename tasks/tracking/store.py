@@ -15,6 +15,7 @@ import re
 import threading
 import uuid
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,25 @@ def connect(tracking_uri: str, project: Path | None = None) -> Any:
         if client is None:
             client = _CLIENTS[uri] = _new_client(uri)
     return client
+
+
+@contextlib.contextmanager
+def as_default_store(uri: str) -> Iterator[None]:
+    """Make ``uri`` MLflow's default store (what ``MlflowClient()`` without a URI uses) for
+    the block, then put back the default and ``MLFLOW_TRACKING_URI`` as they were: MLflow's
+    setter also writes the variable, and restoring an earlier default (Lightning's logger sets
+    one) would write that, so processes started later would inherit another store."""
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    try:
+        with _use_tracking_uri(uri):
+            yield
+    finally:
+        if before is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = before
 
 
 def _new_client(uri: str) -> Any:

@@ -35,6 +35,7 @@ from cli.clone import empty_project
 from cli.cluster import control, servers, system, tls
 from cli.cluster import layout as cl
 from tasks.run.layout import RunLayout, read_json
+from tasks.tracking.registry import logged_model_id
 
 pytestmark = [
     pytest.mark.slow,
@@ -325,7 +326,10 @@ def test_mlflow_on_postgres_holds_the_runs_and_serves_the_models(ran, monkeypatc
         uri = f"models:/{model}/{champion.version}"
     loaded = mlflow.pytorch.load_model(uri)  # over HTTP
     assert sum(p.numel() for p in loaded.parameters()) > 0
-    assert champion.source.startswith("mlflow-artifacts:")
+    # the version is the checkpoint's logged model, its files served by the tracking server
+    logged = client.get_logged_model(logged_model_id(champion))
+    assert champion.source == f"models:/{logged.model_id}"
+    assert logged.artifact_location.startswith("mlflow-artifacts:")
     assert list(c.artifacts.rglob("MLmodel"))  # stored by the server, in its folder
 
     with psycopg2.connect(host=cl.HOST, user=cl.USER, dbname="mlflow",

@@ -4,6 +4,7 @@ is refused before anything reaches the store (MLflow on SQLite in a temp folder)
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -46,6 +47,29 @@ def _models(client, run_id: str) -> list:
     """Every logged model of ``run_id``'s experiment."""
     experiment = client.get_run(run_id).info.experiment_id
     return list(client.search_logged_models([experiment]))
+
+
+def test_registration_leaves_the_default_store_and_the_environment_as_they_were(
+    tmp_path, tiny_checkpoint, monkeypatch
+):
+    """A training stage leaves MLflow's default store set (Lightning's logger sets it); a
+    registration must put it back without writing it into ``MLFLOW_TRACKING_URI``, or every
+    process started later (the next ``tabula run``) would use that store."""
+    import mlflow
+
+    elsewhere = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # (put back after the test)
+    mlflow.set_tracking_uri(elsewhere)
+    os.environ.pop("MLFLOW_TRACKING_URI")  # the logger removes what the setter wrote
+    try:
+        client, run_id = _store(tmp_path)
+        checkpoint = Path(shutil.copy(tiny_checkpoint, tmp_path / "model.pt"))
+        recorded = weights_sha256(load_checkpoint(checkpoint)[0])
+        register_checkpoint(client, NAME, run_id, checkpoint, recorded, {})
+        assert "MLFLOW_TRACKING_URI" not in os.environ
+        assert mlflow.get_tracking_uri() == elsewhere
+    finally:
+        mlflow.set_tracking_uri(None)
 
 
 def test_checkpoints_are_logged_models_ranked_by_their_linked_elo(tmp_path, tiny_checkpoint):
