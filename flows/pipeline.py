@@ -90,8 +90,15 @@ def pipeline(
     except BaseException as error:  # the parent run ends FAILED, or KILLED on an interrupt,
         tracking.fail(track, error, and_running=True)  # a child's too
         raise
-    elos = run_elos(layout, len(rows))  # the run's one Elo scale
-    tracking.log_run_elos(track, elos)  # MLflow's per-iteration elo: the closing table's
+    return _close(track, layout, rows)
+
+
+def _close(track: tracking.Tracking, layout: RunLayout, rows: list[SummaryRow]) -> list[SummaryRow]:
+    """End the pipeline's MLflow run with every iteration's Elo on the run's one scale logged
+    (`tasks.run.summary.run_elos`: MLflow's per-iteration ``elo`` is the closing table's), and
+    return the rows carrying it."""
+    elos = run_elos(layout, len(rows))
+    tracking.log_run_elos(track, elos)
     tracking.finish(track)
     return with_final_ratings(rows, elos)
 
