@@ -11,6 +11,7 @@ one and finish with exit 0.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 _received = threading.Event()
@@ -20,6 +21,10 @@ def interrupt(signum: int, frame: object) -> None:
     """A signal handler (the main thread's): remember the interrupt, then raise it as
     KeyboardInterrupt, as Python's own SIGINT handler does."""
     _received.set()
+    # The run now unwinds while Prefect's worker threads may still log a task's end; a handler
+    # that fails because the interpreter is shutting down must not print a traceback over the
+    # one line an interrupt gives.
+    logging.raiseExceptions = False
     raise KeyboardInterrupt(f"signal {signum}")
 
 
