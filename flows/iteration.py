@@ -29,7 +29,7 @@ from tasks.run.layout import RunLayout
 from tasks.run.markers import finished, resumable
 from tasks.run.records import EvaluationRecord, PromotionRecord, SelfplayRecord, Stage, TrainRecord
 from tasks.run.summary import SummaryRow
-from tasks.selfplay import calibrate, selfplay_worker
+from tasks.selfplay import calibrate, play_workers
 from tasks.stage_files import write_iteration_stages
 from tasks.tracking import Tracking
 from tasks.train import train, window_hashes
@@ -53,8 +53,7 @@ def run_selfplay(
     i = plan.iteration
     check_model(layout, plan.best)
     with laps.lap(Stage.SELFPLAY.value):  # the games; what follows records them
-        futures = [selfplay_worker.submit(cfg, layout, spec) for spec in plan.workers]
-        records = [f.result() for f in futures]
+        records = play_workers(cfg, layout, plan.workers)
     hashes = dvc_commit(layout, i, Stage.SELFPLAY.value)
     v_resign = plan.workers[0].v_resign if plan.workers else None
     totals = calibrate(records, i, v_resign, cfg.selfplay.resign_false_positive_target, hashes)

@@ -43,6 +43,7 @@ from tasks.run.records import (
 from tasks.run.summary import SummaryRow, run_elos, summary_row, with_final_ratings
 from tasks.stage_files import write_init_stage
 from tasks.versioning import code_commit, ensure_repo
+from tasks.workers import stopping_worker_processes
 
 
 def _task_runner(workers: int, dask_address: str | None):
@@ -190,7 +191,7 @@ def run_pipeline(
     tracking.require_reachable(cfg.pipeline.mlflow_tracking_uri, layout.project)
     versioning.require_run_files(layout.project, layout.run, layout.rel(layout.params))
     tracking.require_own_name(cfg, layout)
-    with RunLock(layout):
+    with RunLock(layout), stopping_worker_processes():
         resumed = layout.params.exists()
         text = freeze_config(cfg, layout)
         if resumed:  # the runs a killed process left RUNNING say so

@@ -21,10 +21,11 @@ shards (``overlap`` must then be the same too: it changes the network batches).
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,7 @@ from tasks.run.layout import RunLayout, reset_dir
 from tasks.run.markers import resumable
 from tasks.run.records import SelfplayRecord, Stage, WorkerRecord, WorkerResult
 from tasks.watch import reporting
+from tasks.workers import close_worker_processes, worker_processes
 
 #: What a shard's ``pi`` column holds, by search algorithm (its metadata's "policy_target").
 POLICY_TARGETS = {"puct": "visits", "gumbel": "gumbel-improved-policy"}
@@ -245,9 +247,18 @@ def selfplay_worker(cfg: Config, layout: RunLayout, spec: WorkerSpec) -> WorkerR
     out = layout.project / spec.folder
     reset_dir(out)  # a killed worker's shards are replaced, never appended to
     started = time.perf_counter()
-    set_threads(torch_threads(cfg.selfplay.workers))
+    threads = torch_threads(cfg.selfplay.workers)
     show = reporting(Stage.SELFPLAY, f"iter {spec.iteration} self-play w{spec.worker} (games)")
-    result = play_spec(cfg, layout.project, spec, progress=lambda p: show(p.games, p.games_total))
+
+    def progress(p: WorkerProgress) -> None:
+        show(p.games, p.games_total)
+
+    if in_processes(cfg):
+        pool = worker_processes(cfg.selfplay.workers)
+        result = pool.play(play_spec, cfg, layout.project, spec, threads, progress)
+    else:
+        set_threads(threads)
+        result = play_spec(cfg, layout.project, spec, progress=progress)
     relative = dataclasses.replace(
         result,
         shards=[Path(layout.rel(p)) for p in result.shards],
@@ -260,6 +271,28 @@ def selfplay_worker(cfg: Config, layout: RunLayout, spec: WorkerSpec) -> WorkerR
         host=socket.gethostname(),
         pid=os.getpid(),
     )
+
+
+def play_workers(cfg: Config, layout: RunLayout, specs: Sequence[WorkerSpec]) -> list[WorkerRecord]:
+    """Run every worker's task side by side (`selfplay_worker`) and wait for their records.
+    A stop while they play (an error, a Ctrl-C) stops the worker processes at once, so that
+    the task runner's shutdown, which waits for its threads, does not wait for their games."""
+    futures = [selfplay_worker.submit(cfg, layout, spec) for spec in specs]
+    try:
+        return [future.result() for future in futures]
+    except BaseException:
+        close_worker_processes()
+        raise
+
+
+def in_processes(cfg: Config) -> bool:
+    """Whether this process runs its self-play workers in processes of their own
+    (``selfplay.processes``, `tasks.workers`): never inside a daemonic process (a Dask
+    worker's), which may not start any."""
+    wanted = cfg.selfplay.processes
+    if wanted == "auto":
+        wanted = cfg.selfplay.workers > 2
+    return bool(wanted) and not multiprocessing.current_process().daemon
 
 
 _SUMMED = (

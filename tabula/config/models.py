@@ -19,6 +19,7 @@ nothing else of the package but that; `tabula.config.io` builds on it.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Literal
 
@@ -77,6 +78,14 @@ def without_userinfo(url: str) -> str:
     """``url`` without its ``user[:password]@`` part: a link to click, where a browser asks
     for the credentials itself."""
     return _USERINFO.sub(r"\1", url)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity; the CPU count elsewhere)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 class _Section(BaseModel):
@@ -185,7 +194,19 @@ class SelfPlayConfig(_Section):
     """Self-play by the best player alpha_theta*, with automatic resignation."""
 
     games: int = Field(default=384, ge=1, description="Per iteration, all workers (paper 25,000).")
-    workers: int = Field(default=2, ge=1, description="W: self-play tasks run in parallel.")
+    workers: int = Field(
+        default=2,
+        ge=1,
+        description="W: self-play tasks run in parallel; auto = one per core this process may"
+        " use, read as that number (a run's frozen config holds it).",
+    )
+    processes: bool | Literal["auto"] = Field(
+        default="auto",
+        description="Each self-play worker in a process of its own, kept for the run"
+        " (tasks/workers.py): the game loop's Python holds no lock the other workers wait for."
+        " False: threads of the flow's process. auto: processes from 3 workers (a machine with"
+        " more than two cores). Same games either way; on Dask the workers are Dask's.",
+    )
     concurrent_games: int = Field(
         default=64, ge=1, description="G: games a worker plays at once, sharing network batches."
     )
@@ -261,6 +282,11 @@ class SelfPlayConfig(_Section):
         " improved policy (Danihelka et al. 2022; the Gumbel search only, PUCT records the mean"
         " either way).",
     )
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers_auto(cls, workers: object) -> object:
+        return usable_cores() if workers == "auto" else workers
 
     def fast_simulations_for(self, simulations: int) -> int:
         """The fast search's simulations (playout caps) when the full search has ``simulations``."""

@@ -190,6 +190,21 @@ def test_sigkill_anywhere_then_resume_matches_an_uninterrupted_run(
         runs.check_clean(t["project"])
 
 
+def test_worker_processes_killed_in_a_game_resume_to_the_bytes_of_threads(
+    api, reference, user_repo, tmp_path
+):
+    """Self-play in worker processes (`tasks.workers`) makes the games threads make (the
+    reference's two workers are threads), and a run killed while its worker processes play
+    resumes to the same run."""
+    project = runs.clone(user_repo, tmp_path / "project")
+    processes = ["selfplay.processes=true"]
+    run = runs.start(project, 2, api, kill_at="selfplay:2", extra=processes)
+    assert runs.killed_itself(run)
+    runs.run(project, 2, api, extra=processes)
+    assert runs.outcome(project) == reference.outcome
+    runs.check_clean(project)
+
+
 # --- 2. a corrupt shard is named and never trained on ------------------------------------------
 
 

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# bench/gpu.sh [OUT]: the GPU machine's figures of docs/benchmarks.md ("Scaling"), in under
+# 8 minutes on one CUDA GPU with 16 cores; each part's table (.log) and JSON under OUT
+# (default bench/results/gpu). Run it in the project's root:
+#   bench/gpu.sh                       # the pipeline's packages installed
+#   bench/gpu.sh OUT                   # with a folder of wheels in .whl (air-gapped machines,
+#                                      # ../shared/tools/offline_wheels.sh), installed first
+# Parts (`python -m bench.scale`, its docstring says what each measures):
+#   quick    the quick start's self-play on the GPU at 1, 8 and 16 worker processes;
+#   cpu2     the same machine held to 2 cores and no GPU (taskset, CUDA hidden): the quick
+#            start's self-play in worker processes and in threads, the baseline of the ratios;
+#   gpu9     configs/9x9-gpu.yaml's self-play (256 games a worker, batches of 1,024) at 16
+#            processes, and the network alone;
+#   paper19  configs/19x19-paper.yaml's self-play at 16 processes, and the network alone;
+#   pipeline configs/9x9-gpu.yaml's whole pipeline, 2 iterations at 16 workers;
+#   quick-threads  the quick start's self-play on the GPU in 16 threads (as before processes).
+# A part that fails or runs past its limit is reported and the next one runs.
+set -u
+out=${1:-bench/results/gpu}
+mkdir -p "$out"
+py=${PY:-python3}
+if [ -d .whl ]; then
+  timeout 90 "$py" -m pip install -q --no-index --no-deps --no-compile --target /tmp/tabula-site \
+    .whl/*.whl > "$out/install.log" 2>&1 || echo "wheel install failed (see $out/install.log)"
+  export PYTHONPATH=/tmp/tabula-site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_LOGGING_LEVEL=WARNING
+export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/tabula-numba}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
+lscpu > "$out/lscpu.txt" 2>&1
+git rev-parse HEAD > "$out/commit.txt" 2>/dev/null || true
+
+part() {  # part NAME LIMIT_S ARGS...: one bench.scale run, its table and JSON
+  local name=$1 limit=$2
+  shift 2
+  local started=$SECONDS
+  timeout "$limit" "$py" -m bench.scale --json "$out/$name.json" "$@" > "$out/$name.log" 2>&1
+  echo "$name: exit $? in $((SECONDS - started)) s"
+  tail -n 14 "$out/$name.log"
+}
+
+started=$SECONDS  # numba's kernels into the cache once (every part's processes load them)
+timeout 90 "$py" -c "from bench.scale import warm_kernels; from tabula.config import load_config
+for c in (None, 'configs/19x19-paper.yaml'): warm_kernels(load_config(c))" > "$out/warm.log" 2>&1
+echo "numba warm-up: exit $? in $((SECONDS - started)) s"
+quick=(--seconds 8 --warmup 2)
+only=(--skip network --skip pipeline)
+part quick 90 --workers 1,8,16 --modes process "${quick[@]}" "${only[@]}"
+started=$SECONDS  # the same machine held to 2 cores, no GPU
+CUDA_VISIBLE_DEVICES= timeout 60 taskset -c 0,1 "$py" -m bench.scale --json "$out/cpu2.json" \
+  --workers 2 --modes process,thread "${quick[@]}" "${only[@]}" > "$out/cpu2.log" 2>&1
+echo "cpu2: exit $? in $((SECONDS - started)) s"; tail -n 10 "$out/cpu2.log"
+part pipeline 150 --config configs/9x9-gpu.yaml --workers 16 --pipeline-iterations 2 \
+  --skip selfplay --skip network
+part gpu9 50 --config configs/9x9-gpu.yaml --workers 16 --modes process "${quick[@]}" \
+  --skip pipeline
+part paper19 50 --config configs/19x19-paper.yaml --workers 16 --modes process "${quick[@]}" \
+  --skip pipeline
+part quick-threads 30 --workers 16 --modes thread "${quick[@]}" "${only[@]}"
+echo "total: $SECONDS s"

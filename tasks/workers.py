@@ -1,0 +1,244 @@
+"""Self-play worker processes: each worker's games in a process of its own, kept for the run.
+
+Self-play workers used to be threads of the flow's process. Their network calls and the numba
+tree kernels release the GIL, but the game loop's Python (the per-move bookkeeping of
+`tabula.selfplay`) does not, so on a machine with many cores the threads queue for one lock:
+measured on a 16-core GPU machine, 8 worker threads kept 2.3 cores busy. A process per worker
+has its own interpreter and lock.
+
+`WorkerProcesses` starts up to ``workers`` processes with the ``spawn`` method (a fresh
+interpreter: no torch, CUDA or thread state copied from the parent) the first time they are
+needed, and keeps them for the life of the run's process, so the import of torch and the load
+of numba's cached kernels (seconds of CPU each) are paid once per run, not once per iteration.
+A job is one worker spec and the function that plays it (`tasks.selfplay.play_spec`, what a
+thread would call), with the same torch threads, so the games, shards and SGFs are byte for
+byte those of a thread (`tests/tasks/test_workers.py`).
+
+A worker process never outlives the run: it ignores SIGINT (the run's process handles a
+Ctrl-C and stops the workers), and exits at once when its parent is gone (a SIGKILL of the
+run), so that a resume never races an orphan writing into the folder it resets. A job that
+raises re-raises in the caller; a worker that dies is replaced by the next job.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from tabula.config import Config
+from tabula.plan import WorkerSpec
+from tasks.run.records import WorkerResult
+
+#: How often a worker checks that the process that started it is still there.
+ORPHAN_CHECK_S = 0.5
+
+
+class WorkerDiedError(RuntimeError):
+    """A self-play worker process ended without answering (killed, or out of memory)."""
+
+
+#: What a worker process runs: `tasks.selfplay.play_spec`'s signature.
+Play = Callable[..., WorkerResult]
+
+
+@dataclass(frozen=True)
+class _Job:
+    play: Play  # a module-level function: pickled by name
+    cfg: Config
+    project: Path
+    spec: WorkerSpec
+    threads: int
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while True:
+        threading.Event().wait(ORPHAN_CHECK_S)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+def _serve(conn: Connection, parent: int) -> None:
+    """A worker process's loop: play each job sent, report progress and the result."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+    from model.evaluator import set_threads
+
+    while True:
+        try:
+            job: _Job | None = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        set_threads(job.threads)
+        try:
+            result = job.play(
+                job.cfg, job.project, job.spec, progress=lambda p: conn.send(("progress", p))
+            )
+        except BaseException as error:  # (the caller re-raises it)
+            conn.send(("error", _picklable(error)))
+        else:
+            conn.send(("done", result))
+
+
+def _picklable(error: BaseException) -> BaseException:
+    """``error`` if it survives pickling, else a RuntimeError with its type and message."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
+
+
+class _Worker:
+    def __init__(self, context: Any) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(
+            target=_serve, args=(child, os.getpid()), name="tabula-selfplay", daemon=True
+        )
+        self.process.start()
+        child.close()
+
+    def stop(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+
+class WorkerProcesses:
+    """Up to ``size`` self-play worker processes, started when first needed (module docstring).
+    Thread-safe: each of the flow's worker threads runs its job on a process of its own."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._context = multiprocessing.get_context("spawn")
+        self._idle: list[_Worker] = []
+        self._all: set[_Worker] = set()
+        self._busy = 0
+        self._lock = threading.Lock()
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            if self._busy >= self.size:
+                raise RuntimeError(f"more than {self.size} self-play jobs at once")
+            self._busy += 1
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.process.is_alive():
+                    return worker
+                self._all.discard(worker)
+                worker.stop()
+        try:
+            worker = _Worker(self._context)
+        except BaseException:
+            with self._lock:
+                self._busy -= 1
+            raise
+        with self._lock:
+            self._all.add(worker)
+        return worker
+
+    def _give_back(self, worker: _Worker, keep: bool) -> None:
+        with self._lock:
+            self._busy -= 1
+            if keep:
+                self._idle.append(worker)
+            else:
+                self._all.discard(worker)
+
+    def play(
+        self,
+        play: Play,
+        cfg: Config,
+        project: Path,
+        spec: WorkerSpec,
+        threads: int,
+        progress: Callable[[Any], None] | None = None,
+    ) -> WorkerResult:
+        """``play(cfg, project, spec, progress=...)`` (`tasks.selfplay.play_spec`) in a worker
+        process with ``threads`` torch threads."""
+        worker = self._take()
+        kept: _Worker | None = None
+        try:
+            worker.conn.send(_Job(play, cfg, project, spec, threads))
+            while True:
+                try:
+                    kind, payload = worker.conn.recv()
+                except (EOFError, OSError) as error:
+                    code = worker.process.exitcode
+                    raise WorkerDiedError(
+                        f"self-play worker {spec.worker} of iteration {spec.iteration} ended"
+                        f" without its games (exit code {code})"
+                    ) from error
+                if kind == "progress":
+                    if progress is not None:
+                        progress(payload)
+                    continue
+                kept = worker
+                if kind == "error":
+                    raise payload
+                return payload
+        finally:
+            if kept is None:  # interrupted, or the process died: it may be mid-game
+                worker.stop()
+            self._give_back(worker, keep=kept is not None)
+
+    def close(self) -> None:
+        """Stop every worker: an idle one when it has read its last job, a busy one at once
+        (its caller raises `WorkerDiedError`): a run that stops leaves no game playing."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            busy = self._all.difference(idle)
+            self._all = set()
+        for worker in idle:
+            try:
+                worker.conn.send(None)
+            except OSError:
+                pass
+            worker.process.join(timeout=5)
+            worker.stop()
+        for worker in busy:
+            worker.process.kill()
+
+
+_pool: WorkerProcesses | None = None
+_pool_lock = threading.Lock()
+
+
+def worker_processes(size: int) -> WorkerProcesses:
+    """This process's pool of self-play worker processes, of at least ``size``."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = WorkerProcesses(size)
+        _pool.size = max(_pool.size, size)
+        return _pool
+
+
+def close_worker_processes() -> None:
+    """Stop this process's self-play worker processes (a new pool starts when next needed)."""
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.close()
+
+
+@contextmanager
+def stopping_worker_processes() -> Iterator[None]:
+    """Stop this process's self-play worker processes when the block ends, however it ends."""
+    try:
+        yield
+    finally:
+        close_worker_processes()

@@ -1,0 +1,158 @@
+"""Self-play worker processes (`tasks.workers`): the same bytes as a thread, errors come back,
+a dead worker is reported and replaced, and no worker outlives the process that started it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from model.checkpoint import CheckpointError, save_checkpoint
+from model.network import make_network
+from tabula.config import load_config
+from tabula.plan import WorkerSpec
+from tasks.selfplay import WorkerProgress, in_processes, play_spec
+from tasks.workers import WorkerDiedError, WorkerProcesses
+
+OVERRIDES = [
+    "rules.board_size=5",
+    "network.blocks=1",
+    "network.filters=8",
+    "network.value_hidden=16",
+    "search.simulations=8",
+    "search.leaves_per_game=2",
+    "selfplay.concurrent_games=3",
+    "selfplay.sgf_sample=2",
+    "pipeline.device=cpu",
+]
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config(None, OVERRIDES)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    workers = WorkerProcesses(2)
+    yield workers
+    workers.close()
+
+
+@pytest.fixture(autouse=True)
+def champion(cfg, tmp_path: Path) -> Path:
+    """The network that plays, as a project-relative checkpoint (as a run's champion)."""
+    net = make_network(5, 1, 8, seed=3, value_hidden=16)
+    return save_checkpoint(tmp_path / "m.pt", net, {"model_id": "run/iter-0002"})
+
+
+def _spec(folder: str, games: int = 4, worker: int = 0) -> WorkerSpec:
+    return WorkerSpec(3, worker, "m.pt", games, 17, folder, None)
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_a_worker_process_writes_the_bytes_a_thread_writes(cfg, pool, tmp_path: Path) -> None:
+    seen: list[WorkerProgress] = []
+    in_process = pool.play(play_spec, cfg, tmp_path, _spec("p"), threads=1, progress=seen.append)
+    in_thread = play_spec(cfg, tmp_path, _spec("t"))
+    assert _digest(tmp_path / "p") == _digest(tmp_path / "t")
+    assert len(_digest(tmp_path / "p")) >= 3  # shards and the SGF sample
+    assert [p.games for p in seen] == [1, 2, 3, 4]  # each finished game, as a thread reports
+    assert in_process.positions == in_thread.positions
+    assert in_process.shards == [tmp_path / "p" / s.name for s in in_thread.shards]
+
+
+def test_a_worker_process_is_kept_for_the_next_job(cfg, pool, tmp_path: Path) -> None:
+    pool.play(play_spec, cfg, tmp_path, _spec("a", games=1), threads=1)
+    pids = {w.process.pid for w in pool._idle}
+    pool.play(play_spec, cfg, tmp_path, _spec("b", games=1), threads=1)
+    assert {w.process.pid for w in pool._idle} == pids
+
+
+def test_an_error_in_the_job_is_raised_in_the_caller(cfg, pool, tmp_path: Path) -> None:
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    spec = WorkerSpec(1, 0, "bad.pt", 2, 5, "out", None)
+    with pytest.raises(CheckpointError):
+        pool.play(play_spec, cfg, tmp_path, spec, threads=1)
+    pool.play(play_spec, cfg, tmp_path, _spec("after", games=1), threads=1)  # the worker serves on
+
+
+def test_a_killed_worker_is_reported_and_replaced(cfg, pool, tmp_path: Path) -> None:
+    pool.play(play_spec, cfg, tmp_path, _spec("warm", games=1), threads=1)
+    victim = pool._idle[-1].process.pid
+
+    def kill_on_first_game(progress: WorkerProgress) -> None:
+        os.kill(victim, signal.SIGKILL)
+
+    with pytest.raises(WorkerDiedError, match="ended without its games"):
+        pool.play(
+            play_spec,
+            cfg,
+            tmp_path,
+            _spec("killed", games=3),
+            threads=1,
+            progress=kill_on_first_game,
+        )
+    pool.play(play_spec, cfg, tmp_path, _spec("next", games=1), threads=1)
+    assert victim not in {w.process.pid for w in pool._idle}
+
+
+def test_no_worker_outlives_a_killed_parent(tmp_path: Path) -> None:
+    """A run killed with SIGKILL leaves no worker playing on into the folder a resume resets."""
+    script = textwrap.dedent(f"""
+        import sys, time
+        from tabula.config import load_config
+        from tabula.plan import WorkerSpec
+        from tasks.selfplay import play_spec
+        from tasks.workers import WorkerProcesses
+        cfg = load_config(None, {OVERRIDES!r})
+        pool = WorkerProcesses(1)
+        spec = WorkerSpec(0, 0, "m.pt", 10**6, 1, "out", None)
+        def started(progress):
+            import multiprocessing
+            workers = multiprocessing.active_children()
+            print([p.pid for p in workers if p.name == "tabula-selfplay"][0], flush=True)
+            time.sleep(3600)
+        pool.play(play_spec, cfg, __import__("pathlib").Path({str(tmp_path)!r}), spec, 1, started)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(worker)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_processes_setting(cfg) -> None:
+    assert not in_processes(cfg)  # auto with one worker
+    assert in_processes(load_config(None, [*OVERRIDES, "selfplay.workers=3"]))
+    assert not in_processes(load_config(None, [*OVERRIDES, "selfplay.workers=3",
+                                                "selfplay.processes=false"]))  # fmt: skip
+    assert in_processes(load_config(None, [*OVERRIDES, "selfplay.processes=true"]))
