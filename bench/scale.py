@@ -312,9 +312,13 @@ def machine() -> dict:
     except OSError:
         pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()  # fmt: skip
-    commit = commit or os.environ.get("BENCH_COMMIT", "")  # a copy of the tree without git
+    # BENCH_COMMIT: the commit a copied tree was made from (its own git may name another)
+    commit = (
+        os.environ.get("BENCH_COMMIT")
+        or subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+    )
     return {"cpu": model, "cores": cores(), "gpu": gpu, "torch": torch.__version__,
             "commit": commit, "load_average": os.getloadavg()}  # fmt: skip
 

@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tabula.config.models import usable_cores
 from tasks.run.records import Spent
 
 CORE_HOUR = 3600.0  # CPU-seconds in one core-hour
@@ -123,8 +122,13 @@ class Meter:
 
 def cores() -> int:
     """The cores this process may run on (its CPU affinity, as a container or ``taskset``
-    limits it; ``os.cpu_count`` elsewhere): the denominator of "cores busy"."""
-    return usable_cores()
+    limits it; ``os.cpu_count`` elsewhere): the denominator of "cores busy". (As
+    ``selfplay.workers: auto`` counts them: `tabula.config.models.usable_cores`; this layer
+    imports no config.)"""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def busy(cpu_s: float, wall_s: float, n_cores: int) -> float | None:
