@@ -184,6 +184,40 @@ class Evaluator:
             values = values.float().clamp_(-1.0, 1.0)
             return priors.cpu().numpy(), values.cpu().numpy()
 
+    @property
+    def has_aux(self) -> bool:
+        """Whether the network has the ownership and score heads (`evaluate_aux`)."""
+        return bool(self._net.aux)
+
+    def evaluate_aux(
+        self, planes: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The four heads for analysis (`tabula.mcts.analysis.EvaluateAux`), no transform:
+        ``(priors, values)`` as ``__call__`` gives them, then ownership float32[B, N*N] in
+        [-1, 1] (+1: the side to move's) and score float32[B], the final score margin (komi
+        included) the side to move expects, in points. Eager, whatever ``compile`` says (an
+        analysis is not the hot path). ValueError for a network without the heads
+        (``has_aux``)."""
+        if not self.has_aux:
+            raise ValueError("this network has no ownership and score heads")
+        n = self.board_size
+        planes = np.asarray(planes)
+        if planes.ndim != 4 or planes.shape[1:] != (NUM_PLANES, n, n):
+            raise EvaluatorInputError(
+                f"planes must have shape [B, {NUM_PLANES}, {n}, {n}], got {planes.shape}"
+            )
+        x = torch.from_numpy(np.ascontiguousarray(planes)).to(self.device)
+        x = x.to(torch.float32).contiguous(memory_format=torch.channels_last)
+        bf16 = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+        with torch.inference_mode():
+            with bf16:
+                logits, values, ownership, score = self._net.forward_aux(x)
+            priors = torch.softmax(logits.float(), dim=1)
+            # The score head predicts the margin divided by N*N (`model.system.auxiliary_loss`).
+            values, score = values.float().clamp(-1.0, 1.0), score.float() * (n * n)
+            outputs = (priors, values, ownership.float().clamp(-1.0, 1.0), score)
+            return tuple(t.cpu().numpy() for t in outputs)  # type: ignore[return-value]
+
     def _run(self, planes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         b = planes.shape[0]
         x = torch.from_numpy(np.ascontiguousarray(planes)).to(self.device)

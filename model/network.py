@@ -145,7 +145,8 @@ class PolicyValueNet(nn.Module):
     ``shape.global_pooling``: every second residual block is a `GlobalPoolingBlock` (KataGo).
 
     ``shape.aux``: two auxiliary heads for training (KataGo, Wu 2019, "Accelerating Self-Play
-    Learning in Go", section 4.1), which play and export never use: ``forward_aux`` adds the final
+    Learning in Go", section 4.1), which analysis reads (`model.evaluator.Evaluator.evaluate_aux`:
+    ``tabula analysis``, ``kata-analyze``): ``forward_aux`` adds the final
     ownership of each point (a 1x1 convolution of the tower, tanh: +1 the side to move's) and
     the final score margin divided by N*N (linear on the value head's hidden layer).
     """
