@@ -21,7 +21,7 @@ from tabula.go.board import own_eyes
 from tabula.go.game import Game
 from tabula.gtp import Player
 from tabula.mcts import BatchedMCTS, Evaluate, SearchError, SearchParams
-from tabula.mcts.analysis import Analysis
+from tabula.mcts.analysis import Analysis, aux_of
 
 #: One game's search (`MctsPlayer.genmove`, what `tabula gtp` plays) with the Gumbel search
 #: evaluates this many leaves a network batch from ``DEEP_FROM`` simulations up. `python -m
@@ -260,9 +260,11 @@ class MctsPlayer:
         return search.move_number(0) == position.move_number
 
     def analysis(self, game: Game, color: int) -> Analysis:
-        """`tabula.analyze.Analyst`: a PUCT search of `game` that grows while a GUI watches."""
+        """`tabula.analyze.Analyst`: a PUCT search of `game` that grows while a GUI watches,
+        with scores and ownership when the network has those heads (`aux_of`)."""
         rng = np.random.default_rng([self.seed, game.move_number])
-        return Analysis(_as_to_play(game, color), self.params, self.evaluate, rng, self.max_batch)
+        position, aux = _as_to_play(game, color), aux_of(self.evaluate)
+        return Analysis(position, self.params, self.evaluate, rng, self.max_batch, aux)
 
     def network_view(self, game: Game, color: int) -> tuple[np.ndarray, float]:
         """`tabula.analyze.NetworkView`."""
