@@ -16,6 +16,19 @@ network's prior over the legal moves as a heat map, ``INFLUENCE`` scaled to the 
 with ``LABEL`` percentages of the moves above 1%) and ``tabula-value`` (``string``: the
 network's value of the position).
 
+``kata-analyze`` (KataGo's, which Lizzie and Sabaki use for KataGo-style overlays) takes
+the same arguments plus ``ownership true`` and answers the same way, each move as::
+
+    info move D4 visits 58 winrate 0.531200 scoreMean 1.2345 scoreLead 1.2345 prior 0.187500
+    order 0 pv D4 E6 C6
+
+with ``winrate`` and ``prior`` in [0, 1], ``scoreMean`` and ``scoreLead`` the expected final
+margin in points (the network's score head, averaged over the move's subtree; absent for a
+network without the head), all from the side to move, and with ``ownership true`` the line
+ends with ``ownership`` and N*N values in [-1, 1] (+1: the side to move's), row by row from
+the top left. ``pvVisits``, ``rootInfo`` and the other display switches of KataGo
+(`KATA_QUIET_KEYS`) are accepted and not answered.
+
 The players that offer them (`Analyst`, `NetworkView`) and the streaming parts of the engine
 (`Streaming`, `LineReader`) are here too; `tabula.gtp.GtpEngine` runs them.
 """
@@ -45,14 +58,22 @@ class AnalyzeArgsError(ValueError):
     """The arguments of ``lz-analyze`` do not parse (a GTP syntax error)."""
 
 
+#: ``kata-analyze``'s switches (``KEY true|false``) that are accepted and not answered.
+KATA_QUIET_KEYS = ("pvVisits", "pvEdgeVisits", "rootInfo", "ownershipStdev", "movesOwnership",
+                   "movesOwnershipStdev")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class LzRequest:
-    """A parsed ``lz-analyze``: ``colour`` to analyse for (None: the side to move),
-    ``interval`` seconds between lines, ``max_moves`` candidates per line (None: all)."""
+    """A parsed ``lz-analyze`` or ``kata-analyze``: ``colour`` to analyse for (None: the side
+    to move), ``interval`` seconds between lines, ``max_moves`` candidates per line (None:
+    all); ``kata``: KataGo's line format; ``ownership``: each line ends with the ownership."""
 
     colour: int | None = None
     interval: float = 1.0
     max_moves: int | None = None
+    kata: bool = False
+    ownership: bool = False
 
 
 def _count(token: str) -> int:
@@ -61,24 +82,33 @@ def _count(token: str) -> int:
     return int(token)
 
 
-def parse_lz_analyze(args: Sequence[str]) -> LzRequest:
-    """``[COLOUR] [INTERVAL] [interval INTERVAL] [maxmoves K]``, interval in centiseconds."""
-    colour, interval, max_moves = None, 100, None
+def parse_lz_analyze(args: Sequence[str], kata: bool = False) -> LzRequest:
+    """``[COLOUR] [INTERVAL] [interval INTERVAL] [maxmoves K]``, interval in centiseconds;
+    ``kata`` (``kata-analyze``) also takes ``ownership true|false`` and `KATA_QUIET_KEYS`."""
+    colour, interval, max_moves, ownership = None, 100, None, False
     rest = list(args)
     if rest and rest[0].lower() in _COLOURS:
         colour = _COLOURS[rest.pop(0).lower()]
     if rest and rest[0].isdigit():
         interval = _count(rest.pop(0))
     while rest:
-        key = rest.pop(0).lower()
-        if key not in ("interval", "maxmoves") or not rest:
+        key = rest.pop(0)
+        if not rest:
+            raise AnalyzeArgsError(key)
+        if kata and key in ("ownership", *KATA_QUIET_KEYS):
+            switch = rest.pop(0).lower()
+            if switch not in ("true", "false"):
+                raise AnalyzeArgsError(switch)
+            ownership = ownership or (key == "ownership" and switch == "true")
+            continue
+        if key.lower() not in ("interval", "maxmoves"):
             raise AnalyzeArgsError(key)
         value = _count(rest.pop(0))
-        if key == "interval":
+        if key.lower() == "interval":
             interval = value
         else:
             max_moves = value
-    return LzRequest(colour, interval / 100.0, max_moves)
+    return LzRequest(colour, interval / 100.0, max_moves, kata, ownership)
 
 
 def lz_line(moves: Sequence[MoveInfo], size: int) -> str:
@@ -91,6 +121,24 @@ def lz_line(moves: Sequence[MoveInfo], size: int) -> str:
             f"info move {coords.to_gtp(m.move, size)} visits {m.visits} winrate {winrate} "
             f"prior {round(10000 * m.prior)} order {order} pv {pv}"
         )
+    return " ".join(entries)
+
+
+def kata_line(moves: Sequence[MoveInfo], size: int, ownership: np.ndarray | None) -> str:
+    """One ``kata-analyze`` update: an ``info`` entry per move (``winrate`` and ``prior`` in
+    [0, 1], ``scoreMean`` and ``scoreLead`` in points when the network has the score head),
+    then ``ownership`` and N*N values when given; all from the side to move."""
+    entries = []
+    for order, m in enumerate(moves):
+        winrate = (1.0 + max(-1.0, min(1.0, m.value))) / 2.0
+        score = "" if m.score is None else f" scoreMean {m.score:.4f} scoreLead {m.score:.4f}"
+        pv = " ".join(coords.to_gtp(move, size) for move in m.pv)
+        entries.append(
+            f"info move {coords.to_gtp(m.move, size)} visits {m.visits} winrate {winrate:.6f}"
+            f"{score} prior {m.prior:.6f} order {order} pv {pv}"
+        )
+    if ownership is not None:
+        entries.append("ownership " + " ".join(f"{v:.6f}" for v in ownership))
     return " ".join(entries)
 
 
@@ -141,6 +189,15 @@ class Streaming:
     steps: Iterator[list[MoveInfo]]
     last: float = field(default_factory=time.monotonic)
     lines: int = 0
+    analysis: Analysis | None = None  # (its ownership, for kata-analyze)
+
+    def line(self, moves: Sequence[MoveInfo], size: int) -> str:
+        """The ``info`` line of ``moves`` in the request's format."""
+        moves = moves[: self.request.max_moves]
+        if not self.request.kata:
+            return lz_line(moves, size)
+        analysis = self.analysis if self.request.ownership else None
+        return kata_line(moves, size, None if analysis is None else analysis.ownership())
 
 
 class LineReader:

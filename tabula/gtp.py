@@ -35,16 +35,17 @@ then agrees with ``final_score``.
 Moves come from a pluggable `Player`: `tabula.players.RandomPlayer`, the network players of
 `tabula.players` and the GTP engines of `tasks.engines` implement it. A player that can also
 search a position for a GUI (`tabula.analyze.Analyst`: the network + MCTS player) adds
-``lz-analyze`` and ``lz-genmove_analyze``; one that can show its network's view
+``lz-analyze``, ``kata-analyze`` (with scores and ownership from a network that has those
+heads) and ``lz-genmove_analyze``; one that can show its network's view
 (`tabula.analyze.NetworkView`: both network players) adds GoGui's analyze commands
-(`tabula.analyze` has the formats). Their responses stream. ``lz-analyze``: `run` writes its
-``info`` lines until
-the next command arrives (a line waiting on a file descriptor; an in-memory stream gets one
-line), and the response ends with the empty line that precedes the next response (or the end
-of input). ``lz-genmove_analyze`` (Leela Zero's, which Lizzie sends to play with analysis
-shown) answers ``=``, then ``info`` lines while the same search runs to ``visits``
-simulations, then ``play MOVE`` (its most visited move, played on the board) and the empty
-line; `respond` yields the lines as they come.
+(`tabula.analyze` has the formats). Their responses stream. ``lz-analyze`` and
+``kata-analyze``: `run` writes their ``info`` lines until the next command arrives (a line
+waiting on a file descriptor; an in-memory stream gets one line), and the response ends with
+the empty line that precedes the next response (or the end of input).
+``lz-genmove_analyze`` (Leela Zero's, which Lizzie sends to play with analysis shown)
+answers ``=``, then ``info`` lines while the same search runs to ``visits`` simulations, then
+``play MOVE`` (its most visited move, played on the board) and the empty line; `respond`
+yields the lines as they come.
 Vertices are GTP coordinates (A..T without I, row 1 at the bottom, see `tabula.go.coords`).
 """
 
@@ -207,6 +208,7 @@ class GtpEngine:
         }
         if callable(getattr(player, "analysis", None)):
             self._commands["lz-analyze"] = self._lz_analyze
+            self._commands["kata-analyze"] = self._kata_analyze
             self._commands["lz-genmove_analyze"] = self._lz_genmove_analyze
         if callable(getattr(player, "network_view", None)):
             self._commands["gogui-analyze_commands"] = self._gogui_analyze_commands
@@ -284,7 +286,7 @@ class GtpEngine:
             now = time.monotonic()
             stop = waiting is None or waiting()
             if (stop and not streaming.lines) or now - streaming.last >= streaming.request.interval:
-                out.write(lz_line(moves[: streaming.request.max_moves], self.size) + "\n")
+                out.write(streaming.line(moves, self.size) + "\n")
                 out.flush()
                 streaming.last, streaming.lines = now, streaming.lines + 1
             if stop:
@@ -479,11 +481,12 @@ class GtpEngine:
 
     # -- analysis ----------------------------------------------------------------------------
 
-    def _analysis_of(self, args: list[str]) -> tuple[LzRequest, Analysis, int]:
-        """The request of an ``lz-analyze``-shaped command, the player's analysis of the
-        position for the colour it names (the side to move by default), and that colour."""
+    def _analysis_of(self, args: list[str], kata: bool = False) -> tuple[LzRequest, Analysis, int]:
+        """The request of an ``lz-analyze``-shaped command (``kata``: ``kata-analyze``'s), the
+        player's analysis of the position for the colour it names (the side to move by
+        default), and that colour."""
         try:
-            request = parse_lz_analyze(args)
+            request = parse_lz_analyze(args, kata)
         except AnalyzeArgsError:
             raise _syntax_error() from None
         colour = self.game.to_play if request.colour is None else request.colour
@@ -493,6 +496,11 @@ class GtpEngine:
     def _lz_analyze(self, args: list[str]) -> str:
         request, analysis, _ = self._analysis_of(args)
         self._streaming = Streaming(request, analysis.steps())
+        return ""
+
+    def _kata_analyze(self, args: list[str]) -> str:
+        request, analysis, _ = self._analysis_of(args, kata=True)
+        self._streaming = Streaming(request, analysis.steps(), analysis=analysis)
         return ""
 
     def _lz_genmove_analyze(self, args: list[str]) -> str:
