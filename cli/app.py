@@ -44,7 +44,7 @@ def quiet_defaults() -> None:
         os.environ.setdefault(name, value)
 
 
-for command in (games.gtp, games.selfplay, networks.train):
+for command in (games.gtp, games.analysis, games.selfplay, networks.train):
     app.command()(command)
 app.command("init-model")(networks.init_model)
 for command in (games.match, games.gate, games.elo, pipeline.run, pipeline.status, pipeline.ui):

@@ -1,5 +1,6 @@
 """The commands that play games and rate them: ``tabula gtp`` (an engine for GUIs and other
-engines), ``selfplay``, ``match``, ``gate`` and ``elo``."""
+engines), ``analysis`` (KataGo's JSON analysis engine), ``selfplay``, ``match``, ``gate``
+and ``elo``."""
 
 from __future__ import annotations
 
@@ -42,6 +43,23 @@ PrecisionOpt = Annotated[
     ),
 ]
 
+#: Where ``tabula gtp`` and ``tabula analysis`` find the project and the run's config.
+ProjectOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="The project whose MLflow store and runs models:/ and --run name (default:"
+        " the working directory when it holds runs, else the checkout this tabula is"
+        " installed from)."
+    ),
+]
+RunOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="The run whose frozen config (data/RUN/params.yaml) sets the rules and search"
+        " (default: the run of a models:/ version or of the checkpoint's folder)."
+    ),
+]
+
 #: The results store a match appends to and Elo reads (`_run_results` when not given).
 StoreOpt = Annotated[Path | None, typer.Option(help="Results store (default: data/<run>/results).")]
 
@@ -59,21 +77,8 @@ def gtp(
     threads: ThreadsOpt = 1,
     leaves: LeavesOpt = None,
     precision: PrecisionOpt = "fastest",
-    project: Annotated[
-        Path | None,
-        typer.Option(
-            help="The project whose MLflow store and runs models:/ and --run name (default:"
-            " the working directory when it holds runs, else the checkout this tabula is"
-            " installed from)."
-        ),
-    ] = None,
-    run: Annotated[
-        str | None,
-        typer.Option(
-            help="The run whose frozen config (data/RUN/params.yaml) sets the rules and search"
-            " (default: the run of a models:/ version or of the checkpoint's folder)."
-        ),
-    ] = None,
+    project: ProjectOpt = None,
+    run: RunOpt = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
 ) -> None:
@@ -97,6 +102,56 @@ def gtp(
     visits = simulations or cfg.evaluation.simulations
     serve(gtp_player, sys.stdin, sys.stdout, size=cfg.rules.board_size, komi=cfg.rules.komi,
           sizes=setup.sizes, visits=visits)  # fmt: skip
+
+
+@expected_errors
+def analysis(
+    model: Annotated[str, typer.Option(help="A checkpoint path or models:/NAME@ALIAS.")],
+    sgf: Annotated[
+        Path | None,
+        typer.Option(
+            help="Review this SGF game: one answer a turn, then exit (default:"
+            " answer JSON queries from stdin)."
+        ),
+    ] = None,
+    visits: Annotated[
+        int | None, typer.Option(min=1, help="maxVisits of a query that gives none.")
+    ] = None,
+    report_as: Annotated[
+        str, typer.Option(help="reportAnalysisWinratesAs: BLACK, WHITE or SIDETOMOVE.")
+    ] = "BLACK",
+    seed: Annotated[int, typer.Option(help="Seed of the search's randomness.")] = 0,
+    threads: ThreadsOpt = 1,
+    precision: PrecisionOpt = "fastest",
+    project: ProjectOpt = None,
+    run: RunOpt = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """KataGo's JSON analysis engine (for KaTrain and review scripts): one query a line on
+    stdin, one JSON answer a line per analysed turn; or --sgf to review a whole game."""
+    from tabula.katago import REPORT_AS, Defaults
+    from tasks.analysis import analyst_of, run_analysis
+    from tasks.gtp_setup import gtp_setup
+    from tasks.players import make_player
+
+    if report_as.upper() not in REPORT_AS:
+        raise UsageError(f"--report-as {report_as!r}: use BLACK, WHITE or SIDETOMOVE")
+    if precision not in ("fastest", "auto", "fp32", "bf16"):
+        raise UsageError(f"--precision {precision!r}: use fastest, auto, fp32 or bf16")
+    setup = gtp_setup(model, project, run, config, set_ or [], project_dir())
+    cfg = setup.cfg
+    if threads and setup.checkpoint is not None:
+        from model.evaluator import set_threads
+
+        set_threads(threads)
+    player = make_player(model, cfg, seed=seed, resolver=lambda _: setup.checkpoint,
+                         precision=precision)  # fmt: skip
+    analyst = analyst_of(player, model)
+    aux = bool(getattr(getattr(player, "evaluate", None), "has_aux", False))
+    defaults = Defaults(cfg.rules.board_size, cfg.rules.komi,
+                        visits or cfg.evaluation.simulations, report_as.upper(), aux)  # fmt: skip
+    run_analysis(analyst, defaults, sys.stdin, sys.stdout, sgf)
 
 
 @expected_errors

@@ -35,6 +35,7 @@ EXCEPTIONS: dict[str, str] = {
     "tabula/go/board.py:play_checked": _NUMBA_KERNEL,
     "tabula/go/board.py:move_status": _NUMBA_KERNEL,
     "cli/games.py:gtp": _TYPER_COMMAND,
+    "cli/games.py:analysis": _TYPER_COMMAND,
 }
 
 
