@@ -146,7 +146,8 @@ class PolicyValueNet(nn.Module):
 
     ``shape.aux``: two auxiliary heads for training (KataGo, Wu 2019, "Accelerating Self-Play
     Learning in Go", section 4.1), which analysis reads (`model.evaluator.Evaluator.evaluate_aux`:
-    ``tabula analysis``, ``kata-analyze``): ``forward_aux`` adds the final
+    ``tabula analysis``, ``kata-analyze``) and the exported model (`ExportedNetwork`):
+    ``forward_aux`` adds the final
     ownership of each point (a 1x1 convolution of the tower, tanh: +1 the side to move's) and
     the final score margin divided by N*N (linear on the value head's hidden layer).
     """
@@ -201,6 +202,26 @@ class PolicyValueNet(nn.Module):
         value = torch.tanh(self.value_fc2(v)).squeeze(1)
         ownership = torch.tanh(self.ownership_conv(h)).flatten(1)
         return logits, value, ownership, self.score_fc(v).squeeze(1)
+
+
+class ExportedNetwork(nn.Module):
+    """What a checkpoint's MLflow model computes (`tasks.tracking.registry`): ``forward(x)``
+    returns ``(policy, value)`` as `PolicyValueNet.forward` does, and for a network with the
+    ownership and score heads also ``ownership`` float[B, N*N] in [-1, 1] (+1: the side to
+    move's) and ``score`` float[B], the expected final margin in points (komi included), both
+    from the side to move. ``outputs`` names them, in order."""
+
+    def __init__(self, net: PolicyValueNet) -> None:
+        super().__init__()
+        self.net = net
+        self.outputs = ("policy", "value", "ownership", "score")[: 4 if net.aux else 2]
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if not self.net.aux:
+            return self.net(x)
+        logits, value, ownership, score = self.net.forward_aux(x)
+        # The score head predicts the margin divided by N*N (`model.system.auxiliary_loss`).
+        return logits, value, ownership, score * (self.net.board_size**2)
 
 
 def make_network(

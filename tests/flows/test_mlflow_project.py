@@ -1,7 +1,8 @@
 """MLflow as its users expect it: ``MLFLOW_TRACKING_URI`` honoured, every run of a project in
 one experiment (marked as model training), each run with its own registered model and
 ``champion``, and each checkpoint an MLflow PyTorch model that ``mlflow.pytorch.load_model``
-loads from ``models:/NAME@champion`` with the outputs of the network ``tabula gtp`` plays.
+loads from ``models:/NAME@champion`` with the outputs of the network ``tabula gtp`` plays (its
+ownership and score heads included).
 Two real ``tabula run`` subprocesses (no gating, so each promotes) against one SQLite store
 outside the project."""
 
@@ -80,7 +81,9 @@ def test_the_champion_loads_as_an_mlflow_pytorch_model(store, tmp_path, monkeypa
     mlflow.set_registry_uri(uri)
     loaded = mlflow.pytorch.load_model(f"models:/tabula-{RUNS[1]}@champion")
     info = mlflow.models.get_model_info(f"models:/tabula-{RUNS[1]}@champion")
-    assert [s.name for s in info.signature.outputs.inputs] == ["policy", "value"]
+    # The run's networks have the ownership and score heads: the model gives them too.
+    names = ["policy", "value", "ownership", "score"]
+    assert [s.name for s in info.signature.outputs.inputs] == names
     assert info.metadata[tracking.TAG_RUN] == RUNS[1]
 
     # What `tabula gtp --model models:/tabula-tiny-b@champion` plays: the checkpoint behind it.
@@ -90,9 +93,11 @@ def test_the_champion_loads_as_an_mlflow_pytorch_model(store, tmp_path, monkeypa
     net, _ = load_checkpoint(path)
     x = torch.from_numpy(np.random.default_rng(0).random((5, NUM_PLANES, 5, 5), np.float32))
     with torch.no_grad():
-        expected, got = net(x), loaded(x)
+        expected, got = net.forward_aux(x), loaded(x)
     assert torch.allclose(got[0], expected[0], atol=1e-6)
     assert torch.allclose(got[1], expected[1], atol=1e-6)
+    assert torch.allclose(got[2], expected[2], atol=1e-6)
+    assert torch.allclose(got[3], expected[3] * 25, atol=1e-5)  # the margin, in points
 
 
 # A user's process with no tabula code in reach: the editable install's finder taken out, run
@@ -107,8 +112,8 @@ for name in ("tabula", "model", "tasks", "flows", "cli"):
     assert importlib.util.find_spec(name) is None, name
 import mlflow.pytorch, torch
 net = mlflow.pytorch.load_model(sys.argv[1])
-policy, value = net(torch.zeros(2, 17, 5, 5))
-print(tuple(policy.shape), tuple(value.shape))
+policy, value, ownership, score = net(torch.zeros(2, 17, 5, 5))
+print(tuple(policy.shape), tuple(value.shape), tuple(ownership.shape), tuple(score.shape))
 """
 
 
@@ -121,7 +126,7 @@ def test_the_champion_loads_where_no_tabula_code_is(store, tmp_path):
         text=True, timeout=300,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-3000:]
-    assert ran.stdout.strip().splitlines()[-1] == "(2, 26) (2,)"
+    assert ran.stdout.strip().splitlines()[-1] == "(2, 26) (2,) (2, 25) (2,)"
 
 
 def test_checkpoints_are_logged_models_with_their_elo_the_champion_first(store):
