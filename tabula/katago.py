@@ -355,8 +355,8 @@ def respond(line: str, defaults: Defaults, analyst: Analyst) -> Iterator[dict[st
         return
     try:
         raw = json.loads(line)
-    except ValueError as error:
-        yield {"error": f"could not parse json: {error}"}
+    except (ValueError, RecursionError) as error:  # (nesting deeper than Python's stack)
+        yield {"error": f"could not parse json: {str(error) or type(error).__name__}"}
         return
     if not isinstance(raw, dict):
         yield {"error": "a query must be a JSON object"}
@@ -387,7 +387,11 @@ def respond(line: str, defaults: Defaults, analyst: Analyst) -> Iterator[dict[st
 
 def serve(inp: TextIO, out: TextIO, defaults: Defaults, analyst: Analyst) -> None:
     """Answer every line of ``inp`` on ``out``, one JSON object a line, flushed as written,
-    until the end of input."""
+    until the end of input; undecodable input bytes are replaced (the line then fails to
+    parse, or names a bad vertex), never raised."""
+    reconfigure = getattr(inp, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="replace")
     for line in inp:
         for reply in respond(line, defaults, analyst):
             out.write(json.dumps(reply, separators=(",", ":")) + "\n")
