@@ -6,8 +6,12 @@ as a `GameRecord`, then starts the next one in its slot. Per move (paper, Method
 pi = the root's visit distribution; the move is sampled from pi (tau = 1) for the first
 ``temperature_moves`` moves, then the most visited (tau -> 0). With the Gumbel search
 (``search.algorithm: gumbel``), pi is its improved policy pi' and the move is the one its
-Sequential Halving leaves standing, at every move (the Gumbel noise samples). The side to
-move resigns when its root value and best child value are both below ``v_resign``, except in the
+Sequential Halving leaves standing, at every move (the Gumbel noise samples). That is
+``selfplay.move_choice: search``; ``opening`` plays the policy target's mode after the
+opening (tau -> 0 under Gumbel too), ``decay`` samples the policy target at KataGo's decaying
+temperature (`move_temperature`); the search and its target are the same either way. With
+reduced visits (``decided_threshold``), ``decided_weight`` keeps a decided game's positions as
+rows at that weight (`GameRecord.weights`). The side to move resigns when its root value and best child value are both below ``v_resign``, except in the
 ``resign_disabled_fraction`` of games that play to the end to calibrate the threshold
 (`tabula.resign`). A game ends on resignation, two passes in a row or 2 N^2 moves; z is the
 final result from each position's side to move (+1 win, -1 loss, 0 jigo).
@@ -35,7 +39,7 @@ import numpy as np
 from tabula.config import Config
 from tabula.features import NUM_PLANES
 from tabula.go.game import Game
-from tabula.mcts import BatchedMCTS, Evaluate, SearchParams, evaluate_in_chunks
+from tabula.mcts import BatchedMCTS, Evaluate, Roots, SearchParams, evaluate_in_chunks
 from tabula.resign import ResignTrace, resign_mask
 
 
@@ -52,7 +56,12 @@ class SelfPlayParams:
     decided_threshold, decided_lookback: KataGo's reduced visits: a search is fast, whatever the
     draw, when the game's last ``decided_lookback`` root values all lie beyond the threshold in
     absolute value (None: never).
-    improved_root_value: the recorded root value is sum_a pi'(a) completed Q(a) (Gumbel).
+    improved_root_value: the recorded root value is sum_a pi'(a) completed Q(a) (Gumbel);
+    visits_root_value: it is sum_a N(a) Q(a) / sum_a N(a), without the root's own value.
+    move_choice: "search", "opening" or "decay" (`SelfPlayConfig.move_choice`);
+    temperature: (early, late, halflife) of "decay" (`move_temperature`).
+    decided_weight: the training weight of a decided game's row (reduced visits), recorded
+    whatever the playout caps say; None: such a row is a fast search's like any other.
     """
 
     board_size: int
@@ -69,6 +78,10 @@ class SelfPlayParams:
     decided_threshold: float | None = None
     decided_lookback: int = 3
     improved_root_value: bool = False
+    visits_root_value: bool = False
+    move_choice: str = "search"
+    temperature: tuple[float, float, float] = (0.75, 0.15, 19.0)
+    decided_weight: float | None = None
 
     @classmethod
     def from_config(cls, cfg: Config, v_resign: float | None | str = "config") -> SelfPlayParams:
@@ -89,7 +102,40 @@ class SelfPlayParams:
             decided_threshold=sp.decided_threshold,
             decided_lookback=sp.decided_lookback,
             improved_root_value=sp.root_value == "improved",
+            visits_root_value=sp.root_value == "visits",
+            move_choice=sp.move_choice,
+            temperature=(
+                sp.move_temperature_early,
+                sp.move_temperature_late,
+                sp.move_temperature_halflife,
+            ),
+            decided_weight=sp.decided_row_weight,
         )
+
+
+def move_temperature(
+    move_number: np.ndarray, board_size: int, early: float, late: float, halflife: float
+) -> np.ndarray:
+    """float64[k]: the temperature of each move under KataGo's decaying schedule,
+    late + (early - late) * 0.5 ** (t / halflife * 19 / N) at move t (0-based) on an N x N
+    board: KataGo's Search::getChosenMoveLoc (cpp/search/search.cpp), with its self-play
+    chosenMoveTemperatureEarly 0.75, chosenMoveTemperature 0.15 and
+    chosenMoveTemperatureHalflife 19 (cpp/configs/training/selfplay1.cfg)."""
+    halflives = np.asarray(move_number, dtype=np.float64) / halflife * 19.0 / board_size
+    return late + (early - late) * np.power(0.5, halflives)
+
+
+def sample_policy(policy: np.ndarray, tau: float, rng: np.random.Generator) -> int:
+    """A move drawn with probability proportional to policy(a) ** (1 / tau) over the moves
+    with policy > 0 (``policy``: float[M+1], e.g. pi'); tau == 0: the mode (lowest index)."""
+    if tau <= 0.0:
+        return int(np.argmax(policy))
+    moves = np.flatnonzero(policy > 0)
+    logits = np.log(policy[moves].astype(np.float64)) / tau
+    weights = np.exp(logits - logits.max())
+    cumulative = np.cumsum(weights)
+    k = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+    return int(moves[min(k, len(moves) - 1)])
 
 
 @dataclass(frozen=True)
@@ -102,7 +148,9 @@ class GameRecord:
     root_values / best_child_values: float32[T], from the side to move; winner: +1 black,
     -1 white, 0 jigo; score: Tromp-Taylor black - white - komi (None if resigned);
     resigned: 0, or the colour that resigned; resign_disabled: resignation was off;
-    full_search: bool[T], the move had the full search, so pi is a policy target (playout caps).
+    full_search: bool[T], the move had the full search, so pi is a policy target (playout caps);
+    decided: bool[T], the move's search was fast because the game was decided (reduced visits);
+    decided_weight: the training weight of those rows (None: they are fast searches' rows).
     """
 
     index: int
@@ -118,6 +166,8 @@ class GameRecord:
     resigned: int
     resign_disabled: bool
     full_search: np.ndarray
+    decided: np.ndarray | None = None
+    decided_weight: float | None = None
 
     @property
     def length(self) -> int:
@@ -127,6 +177,30 @@ class GameRecord:
     def z(self) -> np.ndarray:
         """float32[T]: the game's result from the side to move at each position."""
         return (self.winner * self.to_play).astype(np.float32)
+
+    def rows(self, record_fast: bool) -> np.ndarray:
+        """bool[T]: the positions written as training rows: the full searches', a decided
+        game's with a decided_weight, and every other one when ``record_fast``."""
+        keep = np.ones(self.length, dtype=bool) if record_fast else self.full_search.copy()
+        return keep | self.reduced()
+
+    def reduced(self) -> np.ndarray:
+        """bool[T]: the decided positions whose rows are kept at ``decided_weight``."""
+        if self.decided is None or self.decided_weight is None:
+            return np.zeros(self.length, dtype=bool)
+        return self.decided.astype(bool)
+
+    def policy_targets(self) -> np.ndarray:
+        """bool[T]: pi is a policy target: a full search's, or a kept decided row's (KataGo
+        trains the policy of its reduced searches, at their weight)."""
+        return self.full_search | self.reduced()
+
+    def weights(self) -> np.ndarray:
+        """float32[T]: each position's training weight: ``decided_weight`` for a kept decided
+        row (KataGo's reducedVisitsWeight), 1 otherwise."""
+        weight = np.ones(self.length, dtype=np.float32)
+        weight[self.reduced()] = np.float32(self.decided_weight or 1.0)
+        return weight
 
     def history(self) -> list[tuple[int, int]]:
         """(colour, move) pairs, as `tabula.sgf` and `Game.history` use them."""
@@ -185,7 +259,9 @@ class _Slot:
     root_values: list[float] = field(default_factory=list)
     best_values: list[float] = field(default_factory=list)
     full_search: list[bool] = field(default_factory=list)
+    decided: list[bool] = field(default_factory=list)
     searching_full: bool = True  # the search under way is a full one
+    searching_decided: bool = False  # ... is fast because the game is decided
 
 
 class _Loop:
@@ -222,11 +298,13 @@ class _Loop:
             self.mcts.start(slots)
             return
         full = np.array([self._draw_full(self._game(s)) for s in slots], dtype=bool)
+        decided = np.zeros(len(slots), dtype=bool)
         if p.decided_threshold is not None and values is not None:
-            decided = [self._decided(self._game(s), v) for s, v in zip(slots, values, strict=True)]
-            full &= ~np.array(decided, dtype=bool)
-        for s, f in zip(slots, full, strict=True):
-            self._game(s).searching_full = bool(f)
+            pairs = zip(slots, values, strict=True)
+            decided = np.array([self._decided(self._game(s), v) for s, v in pairs], dtype=bool)
+            full &= ~decided
+        for s, f, d in zip(slots, full, decided, strict=True):
+            self._game(s).searching_full, self._game(s).searching_decided = bool(f), bool(d)
         self.mcts.start(slots[full])
         self.mcts.start(slots[~full], p.fast_simulations, quiet=p.quiet_fast_searches)
 
@@ -276,26 +354,17 @@ class _Loop:
         roots = mcts.roots(done)
         disabled = np.array([self._game(s).resign_disabled for s in done], dtype=bool)
         resigns = resign_mask(roots.value, roots.best_value, p.v_resign, disabled)
-        before = mcts.games(done)
-        colors = before.to_play.astype(np.int64)
+        colors = mcts.games(done).to_play.astype(np.int64)
         moving = ~resigns
         movers = done[moving]
-        tau = np.where(before.move_number[moving] < p.temperature_moves, 1.0, 0.0)
-        if p.quiet_fast_searches:  # a cheap search plays its best move (KataGo)
-            fast = np.array([not self._game(s).searching_full for s in movers], dtype=bool)
-            tau[fast] = 0.0
         move = np.full(len(done), -1, dtype=np.int64)  # per slot of done; -1: resigned
         pi = np.zeros((len(done), p.board_size**2 + 1), dtype=np.float32)
         if len(movers):
-            decided = mcts.decide(movers, tau, roots.visits[moving])
-            move[moving], pi[moving] = decided.move, decided.policy
-        root_value = roots.value
-        if p.improved_root_value and len(movers):  # before the move changes the roots
-            root_value = root_value.copy()
-            root_value[moving] = mcts.improved_values(movers, pi[moving])
+            move[moving], pi[moving] = self._decide(movers, roots.visits[moving])
+        root_value = self._root_values(movers, moving, roots, pi)  # before the roots move on
         mcts.play_many(movers, move[moving])
         ended = moving & mcts.games(done).over
-        searched_full = [self._game(s).searching_full for s in done]  # before the next search
+        searched = [(self._game(s).searching_full, self._game(s).searching_decided) for s in done]
         self._start_searches(done[moving & ~ended], root_value[moving & ~ended])
         for i, s in enumerate(done.tolist()):
             game, color = self._game(s), int(colors[i])
@@ -307,7 +376,8 @@ class _Loop:
                 game.pi.append(pi[i])
                 game.root_values.append(float(root_value[i]))
                 game.best_values.append(float(roots.best_value[i]))
-                game.full_search.append(searched_full[i])
+                game.full_search.append(searched[i][0])
+                game.decided.append(searched[i][1])
                 self.stats.positions += 1
                 if not ended[i]:
                     continue
@@ -315,6 +385,45 @@ class _Loop:
                 record = self._finish(s, winner=int(np.sign(score)), score=score, resigned=0)
             self._start_game(s)
             yield record
+
+    def _decide(self, movers: np.ndarray, visits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The moves to play in ``movers`` and their policy targets (``selfplay.move_choice``).
+        A quiet fast search plays its best move (KataGo's cheap searches)."""
+        p = self.params
+        move_number = self.mcts.games(movers).move_number.astype(np.int64)
+        quiet = np.zeros(len(movers), dtype=bool)
+        if p.quiet_fast_searches:
+            quiet = np.array([not self._game(s).searching_full for s in movers], dtype=bool)
+        opening = move_number < p.temperature_moves
+        if p.move_choice == "decay":
+            tau = move_temperature(move_number, p.board_size, *p.temperature)
+        else:
+            tau = np.where(opening, 1.0, 0.0)
+        tau[quiet] = 0.0
+        decided = self.mcts.decide(movers, tau, visits)
+        if not p.search.gumbel or p.move_choice == "search":
+            return decided.move, decided.policy
+        # Gumbel: Sequential Halving's survivor is a sample; where the schedule says otherwise
+        # the move is drawn from pi' itself (its considered moves were still Gumbel-sampled).
+        keep = quiet | (opening if p.move_choice == "opening" else False)
+        move = decided.move.copy()
+        for k in np.flatnonzero(~keep):
+            move[k] = sample_policy(decided.policy[k], float(tau[k]), self._game(movers[k]).rng)
+        return move, decided.policy
+
+    def _root_values(
+        self, movers: np.ndarray, moving: np.ndarray, roots: Roots, pi: np.ndarray
+    ) -> np.ndarray:
+        """The root value each row records (``selfplay.root_value``), per slot of the search."""
+        p, value = self.params, roots.value
+        if not len(movers) or not (p.improved_root_value or p.visits_root_value):
+            return value
+        value = value.copy()
+        if p.improved_root_value:
+            value[moving] = self.mcts.improved_values(movers, pi[moving])
+        else:
+            value[moving] = self.mcts.visit_values(movers, roots.visits[moving])
+        return value
 
     def _game(self, s: int) -> _Slot:
         game = self.slots[s]
@@ -342,6 +451,8 @@ class _Loop:
             resigned=resigned,
             resign_disabled=game.resign_disabled,
             full_search=np.asarray(game.full_search, dtype=bool),
+            decided=np.asarray(game.decided, dtype=bool),
+            decided_weight=p.decided_weight,
         )
 
 

@@ -273,14 +273,53 @@ class SelfPlayConfig(_Section):
         description="Searches the value must stay beyond decided_threshold"
         " (KataGo's reduceVisitsThresholdLookback: 3).",
     )
+    decided_row_weight: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="With decided_threshold: a decided game's positions are written as rows"
+        " (whatever record_fast_rows says) with this training weight on every loss, their"
+        " reduced search's pi a policy target (KataGo's reducedVisitsWeight 0.1). None: they"
+        " are fast searches' positions like the playout caps' (dropped, or written at"
+        " training.fast_row_weight with record_fast_rows).",
+    )
 
-    root_value: Literal["search", "improved"] = Field(
+    root_value: Literal["search", "improved", "visits"] = Field(
         default="search",
         description="The root value each row records (mixed into the value target by"
         " training.value_target_mix): search = the mean of the search's values (the network's"
         " and one per visit); improved = sum_a pi'(a) completed Q(a), the value of the"
         " improved policy (Danihelka et al. 2022; the Gumbel search only, PUCT records the mean"
-        " either way).",
+        " either way); visits = sum_a N(a) Q(a) / sum_a N(a) over the root's visited moves,"
+        " without the network's own value of the root (either search).",
+    )
+    move_choice: Literal["search", "opening", "decay"] = Field(
+        default="search",
+        description="The move played after a search (the policy target is the search's"
+        " either way): search = PUCT samples at tau 1 for temperature_moves, then the most"
+        " visited, and the Gumbel search plays Sequential Halving's survivor at every move;"
+        " opening = the same for temperature_moves moves, then the policy target's mode (the"
+        " paper's tau -> 0, also under Gumbel); decay = sampled from the policy target at"
+        " KataGo's decaying temperature (move_temperature_*). Fast searches that"
+        " quiet_fast_searches covers play their best move whatever this says.",
+    )
+    move_temperature_early: float = Field(
+        default=0.75,
+        gt=0,
+        description="move_choice decay: the temperature of the first move (KataGo's self-play"
+        " chosenMoveTemperatureEarly 0.75).",
+    )
+    move_temperature_late: float = Field(
+        default=0.15,
+        ge=0,
+        description="move_choice decay: the temperature it decays to (KataGo's self-play"
+        " chosenMoveTemperature 0.15; 0: the mode).",
+    )
+    move_temperature_halflife: float = Field(
+        default=19.0,
+        gt=0,
+        description="move_choice decay: moves per halving of early - late on 19x19, scaled"
+        " by 19 / N (KataGo's chosenMoveTemperatureHalflife 19).",
     )
 
     @field_validator("workers", mode="before")

@@ -514,6 +514,20 @@ class BatchedMCTS:
         improved_root_values(self.trees, slots, np.ascontiguousarray(policy), values)
         return values.astype(np.float32)
 
+    def visit_values(self, slots: Sequence[int] | np.ndarray, visits: np.ndarray) -> np.ndarray:
+        """float32[k]: each slot's root value as sum_a N(a) Q(a) / sum_a N(a) over its visited
+        root moves (``visits``: the slots' `Roots.visits`), from the side to move: the search's
+        children weighted by their visits, without the root's own network value that the
+        search's mean (`roots`) also holds; the root's own value where nothing was visited."""
+        slots = np.asarray(slots, dtype=np.int64)
+        visits = np.asarray(visits, dtype=np.float64)
+        total = visits.sum(axis=1, keepdims=True)
+        weights = (visits / np.maximum(total, 1.0)).astype(np.float32)
+        values = np.zeros(len(slots), dtype=np.float64)
+        improved_root_values(self.trees, slots, np.ascontiguousarray(weights), values)
+        own = self.roots(slots).value
+        return np.where(total[:, 0] > 0, values, own).astype(np.float32)
+
     def _check_reset(self, slots: np.ndarray) -> None:
         for slot in slots:
             if self.rngs[slot] is None:
