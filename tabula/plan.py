@@ -16,6 +16,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 import numpy as np
 
@@ -291,6 +292,8 @@ class RunState:
         end, spent or not, so that a run stops only at a clean iteration boundary.
     trained: the run's global steps so far; last_steps: the steps the previous iteration
         trained (None: none has).
+    overshoot: ``pipeline.budget_overshoot``: a new iteration predicted to end more than this
+        fraction past the budget does not start (None: only a spent budget stops one).
     """
 
     iteration: int
@@ -304,6 +307,7 @@ class RunState:
     started: bool = False
     trained: int = 0
     last_steps: int | None = None
+    overshoot: float | None = None
 
     @classmethod
     def first(cls, iterations: int) -> RunState:
@@ -345,7 +349,7 @@ def next_iteration(training: TrainingConfig, state: RunState) -> NextIteration:
     if state.asked is not None:
         planned = min(planned, state.asked)
     done = state.asked is not None and state.iteration > state.asked
-    spent = not state.started and _spent_fraction(state) >= 1.0
+    spent = not state.started and (_spent_fraction(state) >= 1.0 or _would_overshoot(state))
     if training.samples_per_row is None:
         total = planned * training.steps
     else:
@@ -368,6 +372,34 @@ def spent_fraction(
 
 def _spent_fraction(state: RunState) -> float:
     return spent_fraction(state.core_hours, state.hours, state.cpu_s, state.wall_s)
+
+
+def predicted_cost(spent: Sequence[Spend], what: str) -> float:
+    """The next iteration's cost in ``what`` ("cpu_s" or "wall_s"), from the run's cumulative
+    records ``spent`` (oldest first): the last iteration's cost plus the mean change per
+    iteration over the last `RECENT` (games lengthen and training grows with the window), at
+    least 0; 0 before any iteration finished."""
+    totals = [0.0, *(float(getattr(s, what)) for s in spent)]
+    costs = [b - a for a, b in pairwise(totals)][-RECENT:]
+    if not costs:
+        return 0.0
+    trend = (costs[-1] - costs[0]) / (len(costs) - 1) if len(costs) > 1 else 0.0
+    return max(0.0, costs[-1] + trend)
+
+
+def _would_overshoot(state: RunState) -> bool:
+    """The next iteration, at its predicted cost, ends past the budget by more than
+    ``state.overshoot`` (never without one, or before any iteration finished)."""
+    done = [s for s in state.spent if s.iteration < state.iteration]
+    if state.overshoot is None or not done:
+        return False
+    after = spent_fraction(
+        state.core_hours,
+        state.hours,
+        state.cpu_s + predicted_cost(done, "cpu_s"),
+        state.wall_s + predicted_cost(done, "wall_s"),
+    )
+    return after > 1.0 + state.overshoot
 
 
 def _planned_iterations(state: RunState) -> int:

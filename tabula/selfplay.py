@@ -11,10 +11,11 @@ Sequential Halving leaves standing, at every move (the Gumbel noise samples). Th
 opening (tau -> 0 under Gumbel too), ``decay`` samples the policy target at KataGo's decaying
 temperature (`move_temperature`); the search and its target are the same either way. With
 reduced visits (``decided_threshold``), ``decided_weight`` keeps a decided game's positions as
-rows at that weight (`GameRecord.weights`). The side to move resigns when its root value and best child value are both below ``v_resign``, except in the
-``resign_disabled_fraction`` of games that play to the end to calibrate the threshold
-(`tabula.resign`). A game ends on resignation, two passes in a row or 2 N^2 moves; z is the
-final result from each position's side to move (+1 win, -1 loss, 0 jigo).
+rows at that weight (`GameRecord.weights`). The side to move resigns when its root value and
+best child value are both below ``v_resign``, except in the ``resign_disabled_fraction`` of
+games that play to the end to calibrate the threshold (`tabula.resign`). A game ends on
+resignation, two passes in a row or 2 N^2 moves; z is the final result from each position's
+side to move (+1 win, -1 loss, 0 jigo).
 
 Randomness: game i draws everything (resign-disabled flag, noise, move sampling, dihedral
 transforms) from its own generator, the i-th child spawned from the ``rng`` given. With an

@@ -52,8 +52,9 @@ def upcoming(
 ) -> NextIteration:
     """Whether iteration ``i`` of a run asked for ``asked`` iterations (None: as many as its
     budget pays for) runs, and the run it is planned for (`tabula.plan.next_iteration`), from
-    the run's ``budget.json``, what ``meter`` says it spent, whether the iteration began, and
-    what the previous one trained."""
+    the run's ``budget.json``, what ``meter`` says it spent, whether the iteration began, what
+    the previous one trained, and how far past its budget the run may end
+    (``pipeline.budget_overshoot``: the next iteration's cost is predicted from the last)."""
     budget = read_budget(layout)
     cpu, wall = meter.totals()
     state = replace(
@@ -64,6 +65,7 @@ def upcoming(
         wall_s=wall,
         spent=tuple(Spend(s.iteration, s.cpu_s, s.wall_s) for s in budget.spent),
         started=layout.marker(i, Stage.PLAN.marker_name()).exists(),
+        overshoot=cfg.pipeline.budget_overshoot,
     )
     return next_iteration(cfg.training, state)
 

@@ -547,6 +547,14 @@ class PipelineConfig(_Section):
 
     name: str = Field(default="quickstart", pattern=_NAME, description="Run name (paths, MLflow).")
     iterations: int = Field(default=5, ge=1, description="Self-play/train/gate iterations.")
+    budget_overshoot: float | None = Field(
+        default=None,
+        ge=0,
+        description="A budgeted run (--core-hours, --hours) does not start an iteration that"
+        " its predicted cost (the last iterations' costs and their trend) would end more than"
+        " this fraction past the budget, so the run ends within it (0.03: 3%). None: every"
+        " iteration that starts before the budget is spent runs (up to one iteration over).",
+    )
     seed: int = Field(default=0, ge=0, lt=2**63, description="Root of every random generator.")
     data_dir: str = Field(default="data", min_length=1, description="DVC-tracked artifacts.")
     mlflow_tracking_uri: str = Field(

@@ -133,3 +133,52 @@ def test_the_meter_and_the_laps_count_this_process_cpu():
     assert metrics["busy/rest"] < 0.2 and 0 < metrics["busy/iteration"] < metrics["busy/work"]
     assert 0.15 <= meter.cpu() <= 1.5 and meter.wall() >= 0.4
     assert process_tree_cpu_seconds() >= meter.cpu()
+
+
+def test_the_next_iteration_cost_is_the_last_plus_the_trend():
+    from tabula.plan import predicted_cost
+
+    assert predicted_cost((), "cpu_s") == 0.0
+    assert predicted_cost(_spent(100), "cpu_s") == 100.0
+    assert predicted_cost(_spent(100, 110, 120), "cpu_s") == pytest.approx(130.0)
+    # only the last RECENT (5) iterations: the first, cheap ones do not drag the trend
+    assert predicted_cost(_spent(10, 100, 100, 100, 100, 100), "cpu_s") == pytest.approx(100.0)
+    assert predicted_cost(_spent(200, 100), "wall_s") == pytest.approx(0.0)  # never negative
+
+
+def _ends(costs: list[float], budget_s: float, overshoot: float | None) -> float:
+    """Where a budgeted run whose iterations cost ``costs`` (CPU-s, in turn) ends, as a
+    fraction of its budget, stopping as `next_iteration` says."""
+    spent: tuple[Spend, ...] = ()
+    total = 0.0
+    for i, cost in enumerate(costs, start=1):
+        state = RunState(i, None, 100, budget_s / 3600.0, None, cpu_s=total, wall_s=total / 2,
+                         spent=spent, overshoot=overshoot)  # fmt: skip
+        if not next_iteration(TRAINING, state).go:
+            break
+        total += cost
+        spent = (*spent, Spend(i, total, total / 2))
+    return total / budget_s
+
+
+# Recorded per-iteration CPU-seconds of a quick-budget run (0.2 core-hours = 720 s): costs
+# grow as games lengthen.
+QUICK = [96.0, 101.0, 108.0, 112.0, 118.0, 121.0, 127.0, 131.0, 136.0]
+
+
+def test_a_budget_ends_within_its_overshoot_when_asked():
+    assert _ends(QUICK, 720.0, None) > 1.03  # today: the first boundary past it (>= 1)
+    ends = _ends(QUICK, 720.0, 0.03)
+    assert ends <= 1.03
+    assert ends > 1.0 - QUICK[-1] / 720.0  # and it stops at most one iteration early
+    # a one-core-hour run of ~68 CPU-s iterations ends within 3% either side
+    hour = [60.0 + 0.2 * k for k in range(80)]
+    assert abs(_ends(hour, 3600.0, 0.03) - 1.0) <= 0.03
+
+
+def test_the_overshoot_comes_from_the_config():
+    from tabula.config import load_config
+
+    assert load_config(None).pipeline.budget_overshoot is None  # the default stops as before
+    cfg = load_config(None, ["pipeline.budget_overshoot=0.03"])
+    assert cfg.pipeline.budget_overshoot == 0.03
