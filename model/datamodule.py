@@ -95,7 +95,9 @@ class PositionWindow:
     (1 - lambda) z + lambda root_value), ``full: bool[P]`` (pi is a policy target: the move had
     the full search; `model.shards`). With auxiliary targets: ``ownership: int8[P, M]``,
     ``score: float32[P]`` (both from the side to move) and ``scored: bool[P]`` (they are
-    targets). ``shards`` lists every validated shard, ``used`` those with rows in it.
+    targets). ``weight: float32[P]``, each row's training weight on every loss (shards of schema
+    v4, `model.shards`), None when every row weighs 1. ``shards`` lists every validated shard,
+    ``used`` those with rows in it.
     ``latest``: how many of the positions are from the newest iteration's games;
     ``held_out``: the held-out games' positions (``holdout_games``), None when none are.
     """
@@ -115,6 +117,7 @@ class PositionWindow:
     scored: np.ndarray | None = None
     latest: int = 0
     held_out: PositionWindow | None = None
+    weight: np.ndarray | None = None  # None: every row weighs 1 (the batch then carries none)
 
     def __len__(self) -> int:
         return int(self.z.shape[0])
@@ -128,7 +131,8 @@ class PositionWindow:
         """``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` for ``rows``, and
         ``full bool[B]`` after them when some rows of the window are not policy targets or the
         window has auxiliary targets, which follow: ``ownership int8[B, M]``, ``score
-        float32[B]``, ``scored bool[B]``.
+        float32[B]``, ``scored bool[B]``. With row weights (``weight``), ``weight float32[B]``
+        comes last, after ``full`` (all True when every row is a policy target).
 
         With ``syms`` (int[B] in 0..7) row b is returned under transform ``syms[b]``: planes, pi
         and ownership are gathered with ``symmetry_permutations(N)[syms[b]]`` (pass entry
@@ -148,16 +152,19 @@ class PositionWindow:
             torch.from_numpy(pi),
             torch.from_numpy(self.z[rows]),
         )
-        if self.ownership is None or self.score is None or self.scored is None:
-            return out if self.full is None else (*out, torch.from_numpy(self.full[rows]))
+        weight = () if self.weight is None else (torch.from_numpy(self.weight[rows]),)
         full = np.ones(B, dtype=bool) if self.full is None else self.full[rows]
+        if self.ownership is None or self.score is None or self.scored is None:
+            if self.full is None and not weight:
+                return out
+            return (*out, torch.from_numpy(full), *weight)
         if syms is None:
             owner = self.ownership[rows]
         else:
             owner = np.empty((B, M), dtype=np.int8)
             _gather_points(self.ownership, rows, syms, symmetry_permutations(N), owner)
         aux = (owner, self.score[rows], self.scored[rows])
-        return (*out, torch.from_numpy(full), *(torch.from_numpy(a) for a in aux))
+        return (*out, torch.from_numpy(full), *(torch.from_numpy(a) for a in aux), *weight)
 
 
 @njit(cache=True, nogil=True)
@@ -283,8 +290,9 @@ def _bound_memory(
 def _read_rows(
     files: list[Path], rows: list[np.ndarray], board_size: int, aux: bool = False
 ) -> tuple[np.ndarray, ...]:
-    """(packed, pi, z, full, root_value, ownership, score, scored) of the selected ``rows`` (a
-    bool mask per file), in file order; the last three empty unless ``aux``."""
+    """(packed, pi, z, full, root_value, ownership, score, scored, weight) of the selected
+    ``rows`` (a bool mask per file), in file order; ownership, score and scored empty unless
+    ``aux``."""
     total = int(sum(r.sum() for r in rows))
     M = board_size * board_size
     packed = np.empty((total, packed_width(board_size)), dtype=np.uint8)
@@ -292,6 +300,7 @@ def _read_rows(
     z = np.empty(total, dtype=np.float32)
     full = np.empty(total, dtype=bool)
     root_value = np.empty(total, dtype=np.float32)
+    weight = np.empty(total, dtype=np.float32)
     kept = total if aux else 0
     ownership = np.empty((kept, M), dtype=np.int8)
     score = np.empty(kept, dtype=np.float32)
@@ -309,12 +318,13 @@ def _read_rows(
         z[at : at + n] = shard.z[r]
         full[at : at + n] = shard.full_search[r]
         root_value[at : at + n] = shard.root_value[r]
+        weight[at : at + n] = shard.weight[r]
         if aux:
             ownership[at : at + n] = shard.ownership[r]
             score[at : at + n] = shard.score[r]
             scored[at : at + n] = shard.scored[r]
         at += n
-    return packed, pi, z, full, root_value, ownership, score, scored
+    return packed, pi, z, full, root_value, ownership, score, scored, weight
 
 
 def load_window(
@@ -369,7 +379,7 @@ def _positions(
 ) -> PositionWindow:
     """The positions of the games ``masks`` selects (one bool mask per shard's games)."""
     rows = [m[inv] for (_, _, inv), m in zip(games, masks, strict=True)]
-    packed, pi, z, full, root_value, ownership, score, scored = _read_rows(
+    packed, pi, z, full, root_value, ownership, score, scored, weight = _read_rows(
         files, rows, board_size, aux
     )
     if value_target_mix > 0:
@@ -393,6 +403,7 @@ def _positions(
         score=score if aux else None,
         scored=scored if aux else None,
         latest=latest,
+        weight=None if (weight == 1.0).all() else weight,
     )
 
 

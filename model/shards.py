@@ -25,12 +25,17 @@ score              float32                         v3: the final score (komi inc
                                                    side to move
 scored             bool                            v3: the game was played out (not resigned),
                                                    so ownership and score are targets
+weight             float32                         v4: the row's training weight in (0, 1] on
+                                                   every loss (a decided game's row at KataGo's
+                                                   reduced weight, ``selfplay.decided_row_weight``)
 =================  ==============================  =============================================
 
 Schema version 1 (before the playout-cap switches) lacks ``full_search`` and ``root_value``; its
 shards still load, every row a full search and its root value taken as z (so mixing it into the
 value target changes nothing). Versions 1 and 2 lack the v3 columns; their rows load as not
-``scored`` (no ownership or score target: the auxiliary losses skip them).
+``scored`` (no ownership or score target: the auxiliary losses skip them). A shard whose rows
+all weigh 1 is written as version 3, without the ``weight`` column (so a run that weighs no
+row writes the same bytes as before row weights); versions 1 to 3 read with every weight 1.
 
 The file's schema metadata holds ``tabula.schema_version`` (``SCHEMA_VERSION``),
 ``tabula.board_size`` and ``tabula.metadata`` (the writer's JSON dict; self-play's says which
@@ -57,10 +62,17 @@ from model.files import atomic_file, checksum_matches, checksum_path, write_chec
 from tabula.errors import TabulaError, first_line
 from tabula.features import NUM_PLANES
 
+#: The version of a shard whose rows all weigh 1 (`WEIGHTED_VERSION` adds their weights).
 SCHEMA_VERSION = 3
+WEIGHTED_VERSION = 4
 _V3 = ("ownership", "score", "scored")
 #: Versions this code reads, and the columns each lacks (`_Columns` fills them in).
-READABLE = {1: ("full_search", "root_value", *_V3), 2: _V3, 3: ()}
+READABLE = {
+    1: ("full_search", "root_value", *_V3, "weight"),
+    2: (*_V3, "weight"),
+    3: ("weight",),
+    4: (),
+}
 _KEY_VERSION, _KEY_SIZE, _KEY_META = (
     b"tabula.schema_version",
     b"tabula.board_size",
@@ -81,6 +93,7 @@ _COLUMN_DTYPES = {  # numpy dtype of each non-plane column
     "ownership": np.int8,
     "score": np.float32,
     "scored": np.bool_,
+    "weight": np.float32,
 }
 
 
@@ -97,8 +110,8 @@ class _Columns:
     (+1 black, -1 white); game_id, model_id: str[R]; move_number, iteration: int32[R];
     resign_disabled: bool[R]; full_search: bool[R] (default: all True); root_value:
     float32[R] (default: z); ownership: int8[R, M], score: float32[R], scored: bool[R]
-    (default: zeros, not scored). Arrays read from a file may be read-only views of its
-    buffers.
+    (default: zeros, not scored); weight: float32[R] in (0, 1] (default: ones). Arrays read
+    from a file may be read-only views of its buffers.
     """
 
     pi: np.ndarray
@@ -114,6 +127,7 @@ class _Columns:
     ownership: np.ndarray = None  # type: ignore[assignment]
     score: np.ndarray = None  # type: ignore[assignment]
     scored: np.ndarray = None  # type: ignore[assignment]
+    weight: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if self.full_search is None:
@@ -127,6 +141,13 @@ class _Columns:
             object.__setattr__(self, "score", np.zeros(r, dtype=np.float32))
         if self.scored is None:
             object.__setattr__(self, "scored", np.zeros(r, dtype=bool))
+        if self.weight is None:
+            object.__setattr__(self, "weight", np.ones(r, dtype=np.float32))
+
+    @property
+    def weighted(self) -> bool:
+        """Some row weighs other than 1 (the shard is written as `WEIGHTED_VERSION`)."""
+        return bool((self.weight != 1.0).any())
 
     def __len__(self) -> int:
         return int(self.z.shape[0])
@@ -212,6 +233,7 @@ def shard_schema(
         ),
         pa.field("score", pa.float32(), nullable=False),
         pa.field("scored", pa.bool_(), nullable=False),
+        pa.field("weight", pa.float32(), nullable=False),
     ]
     schema = pa.schema([c for c in columns if c.name not in READABLE[version]])
     return schema.with_metadata(
@@ -291,19 +313,23 @@ def _check_values(planes: np.ndarray, cols: _Columns, where: str) -> None:
         raise bad("ownership must be +1, -1 or 0 (owner of each point from the side to move)")
     if not np.isfinite(cols.score).all():
         raise bad("score must be finite")
+    if not np.isfinite(cols.weight).all() or (cols.weight <= 0).any() or (cols.weight > 1).any():
+        raise bad("weight must be in (0, 1]")
 
 
 def write_shard(
     path: str | os.PathLike[str], records: ShardRecords, metadata: dict[str, Any] | None = None
 ) -> Path:
     """Write ``records`` (checked first) to ``path`` atomically (`model.files.atomic_file`),
-    then its sha256 sidecar. ``metadata`` (JSON-serialisable) goes into the footer. Returns the
+    then its sha256 sidecar: schema `SCHEMA_VERSION`, or `WEIGHTED_VERSION` when some row
+    weighs other than 1. ``metadata`` (JSON-serialisable) goes into the footer. Returns the
     path. Raises ShardError for malformed records; leaves no temporary file behind.
     """
     path = Path(path)
     _check_records(records, str(path))
     try:
-        schema = shard_schema(records.planes.shape[2], metadata)
+        version = WEIGHTED_VERSION if records.weighted else SCHEMA_VERSION
+        schema = shard_schema(records.planes.shape[2], metadata, version)
     except TypeError as e:
         raise ShardError(f"{path}: metadata is not JSON-serialisable ({e})") from None
     table = pa.Table.from_arrays(_to_arrow(records, schema), schema=schema)

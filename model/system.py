@@ -100,6 +100,28 @@ def alphago_zero_loss(
     return value_loss, policy_loss, c * sq
 
 
+def weighted_loss(
+    logits: torch.Tensor,
+    value: torch.Tensor,
+    pi: torch.Tensor,
+    z: torch.Tensor,
+    params: Sequence[torch.Tensor],
+    c: float,
+    policy_weight: torch.Tensor,
+    value_weight: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`alphago_zero_loss` with a weight per row: ``policy_weight: [B]`` on the policy term
+    (0 where pi is no target), ``value_weight: [B]`` on the value term, each term the weighted
+    mean over the batch (0 when its weights sum to 0). For rows with their own training weight
+    (a decided game's, KataGo's reducedVisitsWeight; `model.shards`)."""
+    se = (value.float() - z.float()) ** 2
+    value_loss = (se * value_weight).sum() / value_weight.sum().clamp(min=1e-6)
+    cross = -(pi.float() * F.log_softmax(logits.float(), dim=1)).sum(dim=1)
+    policy_loss = (cross * policy_weight).sum() / policy_weight.sum().clamp(min=1e-6)
+    sq = torch.stack(torch._foreach_norm(list(params))).pow(2).sum()
+    return value_loss, policy_loss, c * sq
+
+
 def fast_row_weights(full: torch.Tensor, fast_weight: float) -> torch.Tensor:
     """``[B]`` fp32: 1 for a full search's row, ``fast_weight`` for a fast search's."""
     return torch.where(full, 1.0, fast_weight).float()
@@ -281,7 +303,7 @@ class AlphaZeroSystem(pl.LightningModule):
         x = batch[0].float()
         if self.hparams["channels_last"]:
             x = x.contiguous(memory_format=torch.channels_last)
-        if self.net.aux and len(batch) == 7:
+        if self.net.aux and len(batch) >= 7:
             return self.net.forward_aux(x)
         return (*self.net(x), None, None)
 
@@ -289,20 +311,26 @@ class AlphaZeroSystem(pl.LightningModule):
         self, outputs: Sequence[torch.Tensor | None], targets: Sequence[torch.Tensor]
     ) -> tuple[torch.Tensor, ...]:
         """The loss terms (`loss_names`' order) of ``outputs`` (`_forward`) against a batch's
-        ``targets``: ``(pi, z)``, then ``full`` and the auxiliary targets when it has them."""
+        ``targets``: ``(pi, z)``, then ``full`` and the auxiliary targets when it has them, then
+        the rows' weights when it has them (`model.datamodule.PositionWindow.batch`)."""
         logits, value, ownership, score = outputs
         assert logits is not None and value is not None
         pi, z, *rest = targets
+        row = rest.pop() if len(rest) in (2, 5) else None  # full (+ aux), then the weights
         full = rest[0] if rest else None
         fast = float(self.hparams.get("fast_row_weight", 1.0))
-        terms: tuple[torch.Tensor, ...] = alphago_zero_loss(
-            logits, value, pi, z, list(self.net.parameters()), self.hparams["weight_decay"],
-            full, fast,
-        )  # fmt: skip
+        params, c = list(self.net.parameters()), self.hparams["weight_decay"]
+        weights = None if full is None or fast == 1.0 else fast_row_weights(full, fast)
+        terms: tuple[torch.Tensor, ...]
+        if row is None:
+            terms = alphago_zero_loss(logits, value, pi, z, params, c, full, fast)
+        else:
+            assert full is not None  # a batch with weights carries the policy-target mask
+            weights = row.float() if weights is None else weights * row.float()
+            terms = weighted_loss(logits, value, pi, z, params, c, full.float() * row, weights)
         if self.net.aux:  # (0 for a batch without the targets: old shards)
             aux = (0.0 * value.sum(), 0.0 * value.sum())
             if ownership is not None and score is not None:
-                weights = None if full is None or fast == 1.0 else fast_row_weights(full, fast)
                 aux = auxiliary_loss(ownership, score, *rest[1:], row_weight=weights)
             terms = (*terms, *aux)
         return terms

@@ -172,10 +172,9 @@ class _Writer:
 
     def rows_of(self, r: GameRecord) -> ShardRecords:
         """The game's rows: every position, or with ``selfplay.record_fast_rows`` off only the
-        full searches' (KataGo), each keeping its move number in the game."""
-        keep = np.ones(r.length, dtype=bool)
-        if not self.cfg.selfplay.record_fast_rows:
-            keep = r.full_search.copy()
+        full searches' (KataGo), and a decided game's at their weight (`GameRecord.rows`), each
+        keeping its move number in the game."""
+        keep = r.rows(self.cfg.selfplay.record_fast_rows)
         T = int(keep.sum())
         planes, owner = r.replay()
         side = r.to_play.astype(np.int8)[keep, None]  # the targets from the side to move
@@ -189,11 +188,12 @@ class _Writer:
             iteration=np.full(T, self.iteration, dtype=np.int32),
             model_id=np.full(T, self.model_id),
             resign_disabled=np.full(T, r.resign_disabled),
-            full_search=r.full_search[keep],
+            full_search=r.policy_targets()[keep],
             root_value=r.root_values[keep],
             ownership=(owner[None, :] * side).astype(np.int8),
             score=(np.float32(r.score or 0.0) * r.to_play[keep]).astype(np.float32),
             scored=np.full(T, r.scored),
+            weight=r.weights()[keep],
         )
 
     def flush(self) -> None:

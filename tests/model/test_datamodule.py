@@ -253,3 +253,25 @@ def test_held_out_games_are_the_newest_and_never_in_the_window(tmp_path: Path) -
     rows = {row.tobytes() for row in window.pi}
     assert not any(row.tobytes() in rows for row in held.pi)
     assert load_window([tmp_path], 5, window_games=10).held_out is None
+
+
+def test_row_weights_come_last_in_a_batch_only_when_some_row_has_one(tmp_path: Path) -> None:
+    """Rows of schema v4 carry their weight: the window holds it and each batch ends with it
+    (after the policy-target mask, all True here); a window whose rows all weigh 1 has none."""
+    from dataclasses import replace
+
+    records = synthetic_records(5, games=4, moves=6, seed=5)
+    weight = np.where(np.arange(len(records)) % 3 == 0, 0.1, 1.0).astype(np.float32)
+    write_shard(tmp_path / "a.parquet", replace(records, weight=weight))
+    window = load_window([tmp_path], 5)
+    assert window.weight is not None and (window.weight == weight).all()
+    rows = np.arange(6)
+    planes, pi, z, full, w = window.batch(rows)
+    assert full.all() and (w.numpy() == weight[rows]).all()
+    aux = load_window([tmp_path], 5, aux=True).batch(rows)
+    assert len(aux) == 8 and (aux[-1].numpy() == weight[rows]).all()
+    write_shard(tmp_path / "a.parquet", records)
+    assert (
+        load_window([tmp_path], 5).weight is None
+        and len(load_window([tmp_path], 5).batch(rows)) == 3
+    )

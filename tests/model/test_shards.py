@@ -157,8 +157,8 @@ def test_other_version_columns_and_board_size_refused(
     table = pq.read_table(path)
     meta = dict(table.schema.metadata)
     newer = tmp_path / "newer.parquet"
-    pq.write_table(table.replace_schema_metadata({**meta, b"tabula.schema_version": b"4"}), newer)
-    assert "schema_version 4, this code reads 1, 2, 3" in refusal(read_shard, newer)
+    pq.write_table(table.replace_schema_metadata({**meta, b"tabula.schema_version": b"5"}), newer)
+    assert "schema_version 5, this code reads 1, 2, 3, 4" in refusal(read_shard, newer)
     fewer = tmp_path / "fewer.parquet"
     pq.write_table(table.drop_columns(["model_id"]).replace_schema_metadata(meta), fewer)
     assert "columns do not match" in refusal(read_shard, fewer)
@@ -266,3 +266,24 @@ def test_auxiliary_columns_round_trip_and_are_checked(
     assert "ownership must be" in refusal(write_shard, tmp_path / "b.parquet", records=bad)
     bad = replace(records, score=np.full(len(records), np.nan, dtype=np.float32))
     assert "score must be finite" in refusal(write_shard, tmp_path / "c.parquet", records=bad)
+
+
+def test_row_weights_round_trip_as_version_4_and_older_shards_weigh_one(
+    tmp_path: Path, records: ShardRecords
+) -> None:
+    """A shard with a row weighing other than 1 is written as schema v4 with its weights; one
+    whose rows all weigh 1 stays v3 (the bytes of a run without row weights do not change),
+    and reads back with every weight 1, as v1 and v2 shards do."""
+    weight = np.where(np.arange(len(records)) % 2 == 0, 1.0, 0.1).astype(np.float32)
+    path = write_shard(tmp_path / "w.parquet", replace(records, weight=weight))
+    assert read_shard_info(path).schema_version == 4
+    np.testing.assert_array_equal(read_shard(path).weight, weight)
+    validate_shard(path)
+    plain = write_shard(tmp_path / "p.parquet", records)
+    assert read_shard_info(plain).schema_version == SCHEMA_VERSION == 3
+    assert "weight" not in pq.ParquetFile(plain).schema_arrow.names
+    assert (read_shard(plain).weight == 1.0).all()
+    bad = replace(records, weight=np.zeros(len(records), np.float32))
+    with pytest.raises(ShardError, match="weight must be in"):
+        write_shard(tmp_path / "bad.parquet", bad)
+    assert not (tmp_path / "bad.parquet").exists()

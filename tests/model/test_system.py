@@ -18,6 +18,7 @@ from model.system import (
     alphago_zero_loss,
     fast_row_weights,
     lr_at,
+    weighted_loss,
 )
 
 N = 5
@@ -340,3 +341,36 @@ def test_held_out_losses_are_the_training_losses_in_eval_mode_over_all_rows() ->
         [float(t) for t in terms], rel=1e-5
     )
     assert whole["total"] == pytest.approx(sum(float(t) for t in terms), rel=1e-5)
+
+
+def test_row_weights_weigh_every_term() -> None:
+    """A row's weight (a decided game's, KataGo's 0.1) scales its share of the value and
+    policy terms (weighted means); weights of 1 give the paper's plain means."""
+    g = torch.Generator().manual_seed(3)
+    logits, value = torch.randn(4, 10, generator=g), torch.rand(4, generator=g) * 2 - 1
+    pi = torch.softmax(torch.randn(4, 10, generator=g), 1)
+    z = torch.tensor([1.0, -1, 1, -1])
+    w, ones = [torch.ones(3)], torch.ones(4)
+    plain = alphago_zero_loss(logits, value, pi, z, w, 0.0)
+    same = weighted_loss(logits, value, pi, z, w, 0.0, ones, ones)
+    assert all(torch.allclose(a, b) for a, b in zip(plain, same, strict=True))
+    row = torch.tensor([1.0, 0.1, 1.0, 0.1])
+    v, p, _ = weighted_loss(logits, value, pi, z, w, 0.0, row, row)
+    se = (value - z) ** 2
+    cross = -(pi * torch.log_softmax(logits, 1)).sum(1)
+    assert v.item() == pytest.approx(float((se * row).sum() / row.sum()), rel=1e-6)
+    assert p.item() == pytest.approx(float((cross * row).sum() / row.sum()), rel=1e-6)
+
+
+def test_a_batch_with_row_weights_trains_on_them() -> None:
+    """The system reads a batch's weights (last, after the policy mask): weights of 1 give the
+    unweighted terms, a small weight on some rows changes them."""
+    system = _system()
+    ((planes, pi, z),) = _batches(1, size=12)
+    full = torch.ones(12, dtype=torch.bool)
+    plain = system.held_out_losses([(planes, pi, z)])
+    ones = system.held_out_losses([(planes, pi, z, full, torch.ones(12))])
+    assert ones == pytest.approx(plain, rel=1e-5)
+    row = torch.where(torch.arange(12) % 2 == 0, 1.0, 0.1)
+    weighted = system.held_out_losses([(planes, pi, z, full, row)])
+    assert weighted["value"] != pytest.approx(plain["value"], rel=1e-4)

@@ -9,7 +9,7 @@ import pytest
 
 from model.checkpoint import CheckpointError, save_checkpoint
 from model.network import make_network
-from model.shards import read_shard, validate_shard
+from model.shards import read_shard, read_shard_info, validate_shard
 from tabula.config import load_config
 from tabula.go.game import Game
 from tabula.plan import WorkerSpec
@@ -162,3 +162,23 @@ def test_bad_model_and_bad_games(cfg, tmp_path: Path) -> None:
         run_worker(cfg, _spec(cfg, tmp_path / "missing.pt", 1, 0), tmp_path)
     with pytest.raises(ValueError, match="games"):
         run_worker(cfg, _spec(cfg, "random", 0, 0), tmp_path)
+
+
+def test_decided_rows_are_kept_at_their_weight(tmp_path: Path) -> None:
+    """selfplay.decided_row_weight (KataGo's reducedVisitsWeight): a decided game's positions,
+    searched fast, are written as rows weighing that much, their pi a policy target, while
+    the playout caps' other fast positions stay out; the shards are schema v4."""
+    caps = [*OVERRIDES, "selfplay.full_search_fraction=0.5", "selfplay.record_fast_rows=false",
+            "selfplay.decided_threshold=0.05", "selfplay.decided_lookback=2"]  # fmt: skip
+    plain_cfg = load_config(None, caps)
+    cfg = load_config(None, [*caps, "selfplay.decided_row_weight=0.1"])
+    plain = run_worker(plain_cfg, _spec(plain_cfg, "random", 4, 5), tmp_path / "a")
+    kept = run_worker(cfg, _spec(cfg, "random", 4, 5), tmp_path / "b")
+    old, rows = read_shard(plain.shards[0]), read_shard(kept.shards[0])
+    assert kept.positions == plain.positions  # the same games: only what is written differs
+    assert (old.weight == 1.0).all() and read_shard_info(plain.shards[0]).schema_version == 3
+    assert read_shard_info(kept.shards[0]).schema_version == 4
+    decided = rows.weight < 1.0
+    assert decided.any() and np.allclose(rows.weight[decided], 0.1)
+    assert rows.full_search.all()  # full searches and decided rows: every pi a target
+    assert len(rows.z) == len(old.z) + decided.sum()  # the decided rows were dropped before
