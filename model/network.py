@@ -191,15 +191,23 @@ class PolicyValueNet(nn.Module):
         logits = self.policy_fc(self.policy_conv(h).flatten(1))
         return h, logits, F.relu(self.value_fc1(self.value_conv(h).flatten(1)))
 
+    def _value(self, v: torch.Tensor) -> torch.Tensor:
+        """The value from the head's hidden layer, its last layer in fp32 even under bf16
+        autocast: rounded to bf16's 8 bits a value near +-1 moves by up to 1/128, more than
+        the gaps between the children's values that the search compares and that the root
+        value target records (a no-op in fp32)."""
+        with torch.autocast(v.device.type, enabled=False):
+            return torch.tanh(self.value_fc2(v.float())).squeeze(1)
+
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         _, logits, v = self._body(x)
-        return logits, torch.tanh(self.value_fc2(v)).squeeze(1)
+        return logits, self._value(v)
 
     def forward_aux(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``forward``'s outputs, then ownership float[B, N*N] in [-1, 1] and score float[B]
         (the margin from the side to move divided by N*N); needs ``aux``."""
         h, logits, v = self._body(x)
-        value = torch.tanh(self.value_fc2(v)).squeeze(1)
+        value = self._value(v)
         ownership = torch.tanh(self.ownership_conv(h)).flatten(1)
         return logits, value, ownership, self.score_fc(v).squeeze(1)
 

@@ -155,3 +155,19 @@ def test_fold_batch_norm_with_global_pooling_computes_the_same_function() -> Non
         ref, got = net(x), folded(x)
     torch.testing.assert_close(got[0], ref[0], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(got[1], ref[1], rtol=1e-4, atol=1e-4)
+
+
+def test_the_value_comes_back_in_fp32_under_bf16_autocast() -> None:
+    """Self-play's evaluator runs the net under bf16 autocast where bf16 is native: the tower
+    and policy stay bf16, the value head's last layer is fp32, as in fp32 from its hidden
+    layer, so values and the root value target keep fp32's resolution."""
+    net = make_network(5, blocks=1, filters=8, seed=0, value_hidden=16, aux=True).eval()
+    x = torch.randint(0, 2, (4, 17, 5, 5)).float()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        logits, value = net(x)
+        _, aux_value, *_ = net.forward_aux(x)
+        _, _, hidden = net._body(x)
+    assert logits.dtype == torch.bfloat16 and value.dtype == aux_value.dtype == torch.float32
+    with torch.no_grad():
+        expected = torch.tanh(net.value_fc2(hidden.float())).squeeze(1)
+    assert torch.equal(value, expected)
