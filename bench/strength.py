@@ -51,6 +51,13 @@ first iteration plans the config's ``pipeline.iterations`` (1000: no drop yet); 
 on, the schedule is fitted to what the budget is expected to pay for, so every run anneals
 within its budget.
 
+The JSON says where its figures come from (`bench.provenance`): the commit and whether the tree
+had local changes, the CPU model and cores; per config, its file, overrides and the resolved
+config the run ran, whether other processes shared the machine while it trained (their
+CPU-seconds from ``/proc/stat`` and the load average, measured around each invocation), and its
+compute in units that do not depend on the CPU: iterations, self-play network evaluations,
+simulations and positions, and trained samples.
+
 Everything is kept under ``--workdir`` (default ``bench/results/strength/BUDGET``): a killed
 benchmark resumes with ``--resume`` where it stopped (the runs are tabula runs, which resume
 themselves; finished ladder games are kept); a config whose run fails is reported as failed and
@@ -76,6 +83,7 @@ from typing import Any
 from rich.console import Console
 
 from bench.ladder import side_summary
+from bench.provenance import Sharing, Snapshot, commit, compute, machine, merged
 from bench.strength_configs import CONFIGS, Entry
 from bench.strength_games import climb, play_ladder, play_match
 from bench.strength_report import (
@@ -90,14 +98,14 @@ from bench.strength_report import (
 )
 from cli.clone import empty_project
 from model.files import write_json
-from tabula.config import Config, load_config
+from tabula.config import Config, config_to_flat_dict, load_config
 from tabula.errors import TabulaError, first_line
 from tasks.match import MatchSpec
 from tasks.run.budget import read_budget
 from tasks.run.cputime import CORE_HOUR, run_measured
 from tasks.run.layout import RunLayout
 from tasks.run.markers import champion, finished
-from tasks.run.records import SelfplayRecord, Stage
+from tasks.run.records import SelfplayRecord, Stage, TrainRecord
 from tasks.run.summary import learning_share
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,7 +168,10 @@ def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, co
     argv += ["--core-hours", f"{budget_s / CORE_HOUR:.6f}"]
     if state.get("failed") is None and not state.get("done"):
         console.print(f"{name}: one run of {budget_s / CORE_HOUR:.2f} core-hours")
+        before = Snapshot.now()
         m = run_measured(argv, cwd=project, env=run_env(work), log=work / "run.log")
+        sharing = Sharing.between(before, Snapshot.now(), m.cpu_s, m.wall_s, os.cpu_count() or 1)
+        state["sharing"] = [*state.get("sharing", []), sharing.to_dict()]
         state["command_cpu_s"] = state.get("command_cpu_s", 0.0) + m.cpu_s
         state["command_wall_s"] = state.get("command_wall_s", 0.0) + m.wall_s
         if m.returncode != 0:
@@ -307,6 +318,34 @@ def rate_config(
             for i, m in matches.items()
         },
         "deep": deep,
+        **provenance(name, layout, state, done),
+    }
+
+
+def provenance(name: str, layout: RunLayout, state: dict, done: list[int]) -> dict[str, Any]:
+    """Where a run's figures come from: its config file and overrides and the config it ran
+    (resolved, from its frozen params), whether others shared the machine while it trained
+    (`bench.provenance.Sharing`, over every invocation), and its compute in units that do not
+    depend on the CPU (`bench.provenance.compute`)."""
+    entry = CONFIGS[name]
+    ran = load_config(layout.params) if layout.params.exists() else None
+    selfplay = [finished(layout, i, Stage.SELFPLAY, SelfplayRecord) for i in done]
+    trained = [finished(layout, i, Stage.TRAIN, TrainRecord) for i in done]
+    played = [s for s in selfplay if s is not None]
+    work = compute(
+        len(done),
+        sum(s.evaluations for s in played),
+        sum(s.simulations for s in played),
+        sum(s.positions for s in played),
+        sum(t.trained.result.steps for t in trained if t is not None),
+        ran.training.batch_size if ran is not None else 0,
+    )
+    return {
+        "config_file": entry.file,
+        "overrides": list(entry.overrides),
+        "resolved_config": None if ran is None else config_to_flat_dict(ran.resolve()),
+        "sharing": merged(state.get("sharing", [])),
+        "compute": work,
     }
 
 
@@ -369,6 +408,7 @@ def main() -> None:
         console.print(extrapolation_line(row["config"], row["extrapolation"]))
     console.print(f"wall time of the benchmark: {(time.monotonic() - started) / 60:.0f} min")
     payload = {
+        "provenance": {**commit(ROOT), **machine()},
         "budget": args.budget,
         "core_hours": hours,
         "simulations": args.simulations,
