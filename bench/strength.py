@@ -46,10 +46,14 @@ with three times the paper's learning rate (the default since), ``lr10`` with te
 ``g192``, default with 192 games an iteration; ``reduced``, default with KataGo's reduced
 visits in decided games; ``katago``, the default of the ``katago``
 screening (the paper's rate) under its screening name, whose one-core-hour run later screenings
-reuse; ``laptop``, ``configs/9x9-laptop.yaml``. Each run's
-first iteration plans the config's ``pipeline.iterations`` (1000: no drop yet); from the second
-on, the schedule is fitted to what the budget is expected to pay for, so every run anneals
-within its budget.
+reuse; ``laptop``, ``configs/9x9-laptop.yaml``. The screenings of targets that reward good play
+run at an equal budget (``pipeline.budget_overshoot`` 0.03) beside ``baseline``, the default so
+run: ``tau0`` and ``ktemp`` (the played move: pi''s mode after the opening, or KataGo's decaying
+temperature), ``z0`` and ``mix25`` (the value target's lambda), ``visitvalue`` (the root value
+weighted by visits) and ``reduced01`` (reduced visits with decided rows kept at weight 0.1).
+Each run's first iteration plans the config's ``pipeline.iterations`` (1000: no drop yet); from
+the second on, the schedule is fitted to what the budget is expected to pay for, so every run
+anneals within its budget.
 
 The JSON says where its figures come from (`bench.provenance`): the commit and whether the tree
 had local changes, the CPU model and cores; per config, its file, overrides and the resolved

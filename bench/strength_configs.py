@@ -51,6 +51,14 @@ ALL_ROWS = (
     "training.samples_per_row=null",
 )
 
+# The budget's end for the screenings of targets that reward good play and their baseline: no
+# iteration starts that is predicted to end the run more than 3% past its budget, so the arms
+# of a pair spend the same (the earlier configs keep stopping at the first boundary past it, so
+# that their runs resume as they were frozen).
+EQUAL_BUDGET = "pipeline.budget_overshoot=0.03"
+# What every such screening shares: the default's settings at an equal budget.
+SCREENED = (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION, EQUAL_BUDGET)
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -59,6 +67,11 @@ class Entry:
     file: str
     overrides: tuple[str, ...]
     source: str
+
+
+def _screening(change: tuple[str, ...], source: str) -> Entry:
+    """The default at an equal budget, with ``change``."""
+    return Entry("configs/quickstart.yaml", (*SCREENED, *change), source)
 
 
 CONFIGS = {
@@ -202,6 +215,39 @@ CONFIGS = {
         "default with a network of 6 residual blocks x 64 filters instead of 4 x 32 (capacity:"
         " whether a bigger net learns more per core-hour despite about 6 times the compute per"
         " position)",
+    ),
+    "baseline": _screening(
+        (),
+        "default at an equal budget (pipeline.budget_overshoot 0.03): the baseline of the"
+        " screenings below, re-run alone with its provenance",
+    ),
+    "tau0": _screening(
+        ("selfplay.move_choice=opening",),
+        "default playing the mode of pi' after the opening instead of Sequential Halving's"
+        " survivor (the paper's tau -> 0 after 30 moves on 19x19, scaled to the board)",
+    ),
+    "ktemp": _screening(
+        ("selfplay.move_choice=decay",),
+        "default playing a sample of pi' at KataGo's decaying temperature (0.75 to 0.15, a"
+        " half-life of 19 moves on 19x19: its selfplay configs' chosenMoveTemperature*)",
+    ),
+    "z0": _screening(
+        ("training.value_target_mix=0.0",),
+        "default with the value target z alone (lambda 0, the paper)",
+    ),
+    "mix25": _screening(
+        ("training.value_target_mix=0.25",),
+        "default with the value target (1 - lambda) z + lambda v_root at lambda 0.25",
+    ),
+    "visitvalue": _screening(
+        ("selfplay.root_value=visits",),
+        "default with the root value of the value target weighing the root's children by their"
+        " visits, without the root's own network value",
+    ),
+    "reduced01": _screening(
+        ("selfplay.decided_threshold=0.9", "selfplay.decided_row_weight=0.1"),
+        "reduced with a decided game's rows kept at weight 0.1, their pi a policy target"
+        " (KataGo's reducedVisitsWeight) instead of dropped",
     ),
     "laptop": Entry(
         "configs/9x9-laptop.yaml",

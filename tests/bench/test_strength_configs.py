@@ -39,3 +39,17 @@ def test_screenings_change_what_they_name() -> None:
     assert (
         (wide.blocks, wide.filters) == (6, 64) != (default.network.blocks, default.network.filters)
     )
+
+
+def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> None:
+    default, baseline = _load("default"), _load("baseline")
+    assert default.pipeline.budget_overshoot is None and baseline.pipeline.budget_overshoot == 0.03
+    assert baseline.model_copy(update={"pipeline": default.pipeline}) == default
+    assert _load("tau0").selfplay.move_choice == "opening"
+    assert _load("ktemp").selfplay.move_choice == "decay"
+    assert [_load(n).training.value_target_mix for n in ("z0", "mix25")] == [0.0, 0.25]
+    assert _load("visitvalue").selfplay.root_value == "visits"
+    reduced = _load("reduced01").selfplay
+    assert (reduced.decided_threshold, reduced.decided_row_weight) == (0.9, 0.1)
+    for name in ("tau0", "ktemp", "z0", "mix25", "visitvalue", "reduced01"):
+        assert _load(name).pipeline.budget_overshoot == 0.03
