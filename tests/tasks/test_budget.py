@@ -182,3 +182,24 @@ def test_the_overshoot_comes_from_the_config():
     assert load_config(None).pipeline.budget_overshoot is None  # the default stops as before
     cfg = load_config(None, ["pipeline.budget_overshoot=0.03"])
     assert cfg.pipeline.budget_overshoot == 0.03
+
+
+def test_the_run_stops_before_an_overshooting_iteration_from_its_budget_file(tmp_path: Path):
+    """`tasks.planning.upcoming` reads ``budget.json`` and the config's overshoot: 656 of 720
+    CPU-s spent, the next iteration predicted at ~130, so it starts only without a limit on the
+    overshoot."""
+    from tabula.config import load_config
+    from tasks.planning import upcoming
+    from tasks.run.cputime import process_tree_cpu_seconds
+
+    layout = RunLayout(tmp_path, "data", "r")
+    set_limits(layout, 0.2, None)
+    total = 0.0
+    for i, cost in enumerate(QUICK[:6], start=1):
+        total += cost
+        record_iteration(layout, i, total, total / 2, {"selfplay": cost})
+    meter = Meter(cpu_start=process_tree_cpu_seconds(), base=read_budget(layout).spent[-1])
+    plain = load_config(None)
+    within = load_config(None, ["pipeline.budget_overshoot=0.03"])
+    assert upcoming(plain, layout, meter, 7, None).go
+    assert not upcoming(within, layout, meter, 7, None).go
