@@ -337,8 +337,10 @@ def next_iteration(training: TrainingConfig, state: RunState) -> NextIteration:
     schedule's drops: the one place an iteration's budget and schedule are worked out.
 
     Planned iterations: those done, plus what is left of the budget divided by the mean cost
-    of the last `RECENT` finished ones, at least one more (``asked``, else ``default``, before
-    any finished; the count asked without a budget); never more than asked. Schedule:
+    of the last `RECENT` finished ones, rounded up (with ``overshoot``: the whole iterations
+    that fit in what is left of the budget and that fraction more), at least one more
+    (``asked``, else ``default``, before any finished; the count asked without a budget); never
+    more than asked. Schedule:
     ``training.lr_boundaries`` (``lr_schedule: steps``), or ``lr_fractions`` of the steps the
     planned run trains in all: ``iterations x training.steps``, or with steps sized to the data
     (``samples_per_row``) the steps trained so far plus as many as the last iteration trained
@@ -409,12 +411,16 @@ def _planned_iterations(state: RunState) -> int:
     spent = [s for s in state.spent if s.iteration <= done]
     if not spent:
         return max(prior, done + 1)
-    last, left = spent[-1], [math.inf]
+    # With an overshoot the run stops before the iteration that would pass the budget by more
+    # (`_would_overshoot`), so it plans the whole iterations that fit in the budget and that
+    # much more; without, it runs the one that crosses the budget too.
+    last, left, room = spent[-1], [math.inf], 1.0 + (state.overshoot or 0.0)
     if state.core_hours is not None:
-        left.append((state.core_hours * HOUR - last.cpu_s) / _mean_cost(spent, "cpu_s"))
+        left.append((room * state.core_hours * HOUR - last.cpu_s) / _mean_cost(spent, "cpu_s"))
     if state.hours is not None:
-        left.append((state.hours * HOUR - last.wall_s) / _mean_cost(spent, "wall_s"))
-    return done + max(1, math.ceil(min(left)))
+        left.append((room * state.hours * HOUR - last.wall_s) / _mean_cost(spent, "wall_s"))
+    whole = math.ceil if state.overshoot is None else math.floor
+    return done + max(1, whole(min(left)))
 
 
 def _mean_cost(spent: list[Spend], what: str) -> float:

@@ -5,6 +5,7 @@ to."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -203,3 +204,13 @@ def test_the_run_stops_before_an_overshooting_iteration_from_its_budget_file(tmp
     within = load_config(None, ["pipeline.budget_overshoot=0.03"])
     assert upcoming(plain, layout, meter, 7, None).go
     assert not upcoming(within, layout, meter, 7, None).go
+
+
+def test_with_an_overshoot_the_schedule_plans_the_iterations_that_fit():
+    """The rate schedule anneals over the iterations the run will make: without an overshoot
+    the one that crosses the budget too (6 in all here), with one the whole iterations that fit
+    in the budget and 3% more (5)."""
+    state = RunState(3, None, 100, 1.0, None, cpu_s=1250.0, spent=_spent(600, 650), started=True)
+    assert next_iteration(TRAINING, state).iterations == 2 + math.ceil(2350 / 625)  # 6
+    fits = replace(state, overshoot=0.03)
+    assert next_iteration(TRAINING, fits).iterations == 2 + math.floor((3708 - 1250) / 625)  # 5
