@@ -104,7 +104,28 @@ def _busy(rows: list[SummaryRow]) -> str:
         return ""
     shares = [(s, busy(cpu[s], wall[s], n)) for s in ("selfplay", "train")]
     named = ", ".join(f"{s} {share:.0%}" for s, share in shares if share is not None)
-    return f"; cores busy {total:.0%} of {n}" + (f" ({named})" if named else "")
+    return f"; cores busy {total:.0%} of {n}" + (f" ({named})" if named else "") + _gpu(timed)
+
+
+def _gpu(rows: list[SummaryRow]) -> str:
+    """``"; GPU busy 61% (selfplay 95%, train 40%)"``: each stage's readings weighed by its
+    wall time, or "" when no row has any."""
+    weighed: dict[str, list[float]] = {}  # stage -> [busy x wall, wall]
+    for row in rows:
+        for stage, share in row.gpu_busy.items():
+            wall = row.stage_wall_s.get(stage, 0.0)
+            acc = weighed.setdefault(stage, [0.0, 0.0])
+            acc[0], acc[1] = acc[0] + share * wall, acc[1] + wall
+    walls = sum(w for _, w in weighed.values())
+    if not walls:
+        return ""
+    total = sum(b for b, _ in weighed.values()) / walls
+    named = ", ".join(
+        f"{s} {weighed[s][0] / weighed[s][1]:.0%}"
+        for s in ("selfplay", "train")
+        if weighed.get(s, [0, 0])[1]
+    )
+    return f"; GPU busy {total:.0%}" + (f" ({named})" if named else "")
 
 
 def budget_note(layout: RunLayout) -> str | None:

@@ -20,6 +20,7 @@ from tabula.plan import IterationPlan, NextIteration, derive_seed
 from tasks import tracking
 from tasks.commits import dvc_commit, record_lineage
 from tasks.evaluate import anchor_match, anchors_to_play, elo_of, gate, ratings
+from tasks.gpu_use import gpu_use
 from tasks.pictures import evaluation_pictures, selfplay_pictures
 from tasks.planning import plan
 from tasks.promote import check_model, promote
@@ -157,22 +158,24 @@ def iteration(
     """Run (or resume) iteration ``i`` of ``run`` as ``planned`` (`tasks.planning.upcoming`:
     the rate schedule fits the run it is planned for); returns its summary row, with the
     CPU-seconds of each stage (`_stages`); its MLflow run is a child of ``pipeline_run``'s."""
-    laps = Laps("bookkeeping")
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
-    layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
-    made = plan(cfg, layout, i, planned)
-    write_iteration_stages(layout, made)
-    tags = {**tags, "prefect.flow_run_id": str(flow_run.id or "")}
-    track = tracking.open_iteration_run(cfg, pipeline_run, i, tags)
-    try:  # (from here on, a stop ends the child run FAILED or KILLED)
-        row = _stages(cfg, layout, made, track, tags, laps)
-        cpu, wall, n = laps.totals(), laps.walls(), cores()
-        tracking.log_metrics(track, stage_metrics(cpu, wall, n), step=i, on="iteration")
-    except BaseException as error:  # the child run ends FAILED, or KILLED on an interrupt
-        tracking.fail(track, error)
-        raise
+    with gpu_use(cfg) as gpu:
+        laps = Laps("bookkeeping", gpu)
+        layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
+        made = plan(cfg, layout, i, planned)
+        write_iteration_stages(layout, made)
+        tags = {**tags, "prefect.flow_run_id": str(flow_run.id or "")}
+        track = tracking.open_iteration_run(cfg, pipeline_run, i, tags)
+        try:  # (from here on, a stop ends the child run FAILED or KILLED)
+            row = _stages(cfg, layout, made, track, tags, laps)
+            cpu, wall, n, busy = laps.totals(), laps.walls(), cores(), laps.gpu_busy()
+            metrics = stage_metrics(cpu, wall, n, busy)
+            tracking.log_metrics(track, metrics, step=i, on="iteration")
+        except BaseException as error:  # the child run ends FAILED, or KILLED on an interrupt
+            tracking.fail(track, error)
+            raise
     tracking.finish(track)
-    return dataclasses.replace(row, stage_cpu_s=cpu, stage_wall_s=wall, cores=n)
+    return dataclasses.replace(row, stage_cpu_s=cpu, stage_wall_s=wall, cores=n, gpu_busy=busy)
 
 
 def _stages(

@@ -3,6 +3,8 @@ share and the share of the cores the iterations kept busy."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cli.report import cpu_split
 from tasks.run.summary import SummaryRow
 
@@ -35,3 +37,16 @@ def test_rows_without_wall_time_give_the_cpu_split_alone() -> None:
     rows = [_row(1, {"selfplay": 30.0, "train": 10.0}, {}, None)]
     assert cpu_split(rows) == "CPU-seconds by stage: selfplay 30, train 10; learning share 100%"
     assert cpu_split([_row(1, {}, {}, None)]) is None
+
+
+def test_the_gpu_busy_share_is_weighed_by_each_stage_wall_time() -> None:
+    rows = [
+        _row(1, {"selfplay": 30.0, "train": 10.0}, {"selfplay": 10.0, "train": 30.0}, 16),
+        _row(2, {"selfplay": 30.0, "train": 10.0}, {"selfplay": 30.0, "train": 30.0}, 16),
+    ]
+    rows[0] = replace(rows[0], gpu_busy={"selfplay": 0.9, "train": 0.3})
+    rows[1] = replace(rows[1], gpu_busy={"selfplay": 0.5, "train": 0.3})
+    line = cpu_split(rows)
+    # self-play (0.9 x 10 + 0.5 x 30) / 40 = 60%; train 30%; all (24 + 18) / 100 = 42%
+    assert line is not None and line.endswith("; GPU busy 42% (selfplay 60%, train 30%)")
+    assert "GPU" not in (cpu_split([replace(r, gpu_busy={}) for r in rows]) or "")

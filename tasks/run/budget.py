@@ -58,14 +58,15 @@ def record_iteration(
     stages: dict[str, float],
     stage_wall_s: dict[str, float] | None = None,
     cores: int | None = None,
+    gpu_busy: dict[str, float] | None = None,
 ) -> Budget:
     """Add iteration ``i``'s entry to ``budget.json`` (replacing one it had): the run's totals,
-    the iteration's CPU (and wall) seconds by stage and the cores it could use."""
+    the iteration's CPU (and wall) seconds by stage, the cores it could use and the GPU's busy
+    share by stage."""
     budget = read_budget(layout)
     kept = tuple(s for s in budget.spent if s.iteration != i)
-    entry = Spent(
-        i, round(cpu_s, 3), round(wall_s, 3), dict(stages), dict(stage_wall_s or {}), cores
-    )
+    entry = Spent(i, round(cpu_s, 3), round(wall_s, 3), dict(stages), dict(stage_wall_s or {}),
+                  cores, dict(gpu_busy or {}))  # fmt: skip
     updated = replace(budget, spent=tuple(sorted((*kept, entry), key=lambda s: s.iteration)))
     write_record(layout.budget, updated)
     return updated
@@ -80,15 +81,16 @@ def charge(layout: RunLayout, meter: Meter, row: SummaryRow) -> SummaryRow:
         return measured_as(row, recorded)
     cpu, wall = meter.totals()
     i, stages = row.iteration, row.stage_cpu_s
-    record_iteration(layout, i, cpu, wall, stages, row.stage_wall_s, row.cores)
+    record_iteration(layout, i, cpu, wall, stages, row.stage_wall_s, row.cores, row.gpu_busy)
     return row
 
 
 def measured_as(row: SummaryRow, spent: Spent) -> SummaryRow:
-    """``row`` with the CPU and wall seconds by stage and the cores that ``spent`` recorded."""
+    """``row`` with the CPU and wall seconds by stage, the cores and the GPU's busy share that
+    ``spent`` recorded."""
     return replace(
         row, stage_cpu_s=dict(spent.stages), stage_wall_s=dict(spent.stage_wall_s),
-        cores=spent.cores,
+        cores=spent.cores, gpu_busy=dict(spent.gpu_busy),
     )  # fmt: skip
 
 

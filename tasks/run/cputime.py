@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from tasks.run.records import Spent
 
@@ -137,10 +138,13 @@ def busy(cpu_s: float, wall_s: float, n_cores: int) -> float | None:
     return cpu_s / (wall_s * n_cores) if wall_s > 0 and n_cores > 0 else None
 
 
-def stage_metrics(cpu: Mapping[str, float], wall: Mapping[str, float], n_cores: int) -> dict:
+def stage_metrics(cpu: Mapping[str, float], wall: Mapping[str, float], n_cores: int,
+                  gpu: Mapping[str, float] | None = None) -> dict:  # fmt: skip
     """An iteration's use of the machine as metrics: ``cpu/STAGE_s``, ``wall/STAGE_s`` and
-    ``busy/STAGE`` (the share of the cores busy, `busy`) by stage, and ``busy/iteration``."""
-    metrics = {f"cpu/{stage}_s": seconds for stage, seconds in cpu.items()}
+    ``busy/STAGE`` (the share of the cores busy, `busy`) by stage, and ``busy/iteration``;
+    with ``gpu`` (`Laps.gpu_busy`), ``gpu_busy/STAGE``."""
+    metrics = {f"gpu_busy/{stage}": share for stage, share in (gpu or {}).items()}
+    metrics |= {f"cpu/{stage}_s": seconds for stage, seconds in cpu.items()}
     metrics |= {f"wall/{stage}_s": seconds for stage, seconds in wall.items()}
     for stage, seconds in wall.items():
         share = busy(cpu.get(stage, 0.0), seconds, n_cores)
@@ -152,23 +156,35 @@ def stage_metrics(cpu: Mapping[str, float], wall: Mapping[str, float], n_cores: 
     return metrics
 
 
+class Readings(Protocol):
+    """A source of readings taken while laps run (`tasks.gpu_use.GpuUse`)."""
+
+    def take(self) -> list[float]: ...
+
+
 class Laps:
     """CPU-seconds of this process tree, and wall seconds, by name: what is spent inside a
     `lap` block goes to its name, everything else to ``rest`` (the bookkeeping between the
-    stages' work)."""
+    stages' work). With ``gpu`` (the GPU's busy share, read while the laps run), each name also
+    gets the mean of the readings made during its laps."""
 
-    def __init__(self, rest: str) -> None:
-        self.rest = rest
+    def __init__(self, rest: str, gpu: Readings | None = None) -> None:
+        self.rest, self.gpu = rest, gpu
         self.last = process_tree_cpu_seconds()
         self.last_wall = time.monotonic()
         self.laps: dict[str, float] = {}
         self.wall_laps: dict[str, float] = {}
+        self.gpu_readings: dict[str, list[float]] = {}
+        if gpu is not None:
+            gpu.take()  # (what was read before the laps began is no lap's)
 
     def _charge(self, name: str) -> None:
         now, wall = process_tree_cpu_seconds(), time.monotonic()
         self.laps[name] = self.laps.get(name, 0.0) + now - self.last
         self.wall_laps[name] = self.wall_laps.get(name, 0.0) + wall - self.last_wall
         self.last, self.last_wall = now, wall
+        if self.gpu is not None:
+            self.gpu_readings.setdefault(name, []).extend(self.gpu.take())
 
     @contextmanager
     def lap(self, name: str) -> Iterator[None]:
@@ -188,3 +204,7 @@ class Laps:
     def walls(self) -> dict[str, float]:
         """The wall seconds by name, up to the last `totals` (which charges ``rest``)."""
         return {k: round(v, 3) for k, v in sorted(self.wall_laps.items())}
+
+    def gpu_busy(self) -> dict[str, float]:
+        """The GPU's mean busy share by name, up to the last `totals`; empty without readings."""
+        return {k: round(sum(v) / len(v), 4) for k, v in sorted(self.gpu_readings.items()) if v}

@@ -301,7 +301,8 @@ class Spent:
         "bookkeeping": the plan, DVC stage files, MLflow runs, lineage commit and summary).
     stage_wall_s: this iteration's wall seconds by the same stages (empty in runs recorded
         before they were measured); cores: the cores the process could use
-        (`tasks.run.cputime.cores`; None before it was recorded).
+        (`tasks.run.cputime.cores`; None before it was recorded); gpu_busy: the GPU's mean
+        busy share by stage, NVML's readings (`tasks.gpu_use`; empty without a GPU).
     """
 
     iteration: int
@@ -310,6 +311,7 @@ class Spent:
     stages: dict[str, float] = field(default_factory=dict)
     stage_wall_s: dict[str, float] = field(default_factory=dict)
     cores: int | None = None
+    gpu_busy: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ class SummaryRow:
     iteration returns (its artifact), the run's latest fit in the closing table
     (`with_final_ratings`); stage_cpu_s: CPU-seconds by stage (`Spent.stages`; empty when not
     measured); stage_wall_s: wall seconds by the same stages (`Spent.stage_wall_s`), and
-    cores: the cores the iteration could use (None when not measured); stage_seconds:
+    cores: the cores the iteration could use (None when not measured); gpu_busy: the GPU's
+    mean busy share by stage (`Spent.gpu_busy`; empty without a GPU); stage_seconds:
     self-play (slowest worker), training, gate and anchor matches.
     """
 
@@ -56,6 +57,7 @@ class SummaryRow:
     stage_cpu_s: dict[str, float] = field(default_factory=dict)
     stage_wall_s: dict[str, float] = field(default_factory=dict)
     cores: int | None = None
+    gpu_busy: dict[str, float] = field(default_factory=dict)
 
     @property
     def learning_share(self) -> float | None:

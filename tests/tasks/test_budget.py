@@ -99,10 +99,11 @@ def test_the_record_keeps_limits_and_iterations_in_order(tmp_path: Path):
     data = json.loads(layout.budget.read_text())
     assert data["spent"][1] == {"iteration": 2, "cpu_s": 21.0, "wall_s": 11.0,
                                 "stages": {"selfplay": 13.0}, "stage_wall_s": {},
-                                "cores": None}  # fmt: skip
-    record_iteration(layout, 3, 30.0, 15.0, {"selfplay": 8.0}, {"selfplay": 4.5}, cores=2)
-    assert read_budget(layout).spent[-1] == Spent(3, 30.0, 15.0, {"selfplay": 8.0},
-                                                  {"selfplay": 4.5}, 2)  # fmt: skip
+                                "cores": None, "gpu_busy": {}}  # fmt: skip
+    record_iteration(layout, 3, 30.0, 15.0, {"selfplay": 8.0}, {"selfplay": 4.5}, cores=2,
+                     gpu_busy={"selfplay": 0.75})  # fmt: skip
+    expected = Spent(3, 30.0, 15.0, {"selfplay": 8.0}, {"selfplay": 4.5}, 2, {"selfplay": 0.75})
+    assert read_budget(layout).spent[-1] == expected
 
 
 def test_a_budget_recorded_before_wall_time_by_stage_still_reads(tmp_path: Path):
