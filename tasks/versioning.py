@@ -25,17 +25,21 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import chdir, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from model.files import write_bytes, write_text
-from tabula.errors import TabulaError
+from tabula.errors import TabulaError, first_line
+from tasks.retry import retry_on_io
+from tasks.run.faults import kill_point
 
 RUN_BRANCH_PREFIX = "tabula/runs/"
 REMOTE = "tabula"  # the name of the DVC remote a project's runs push to
@@ -219,13 +223,15 @@ def write_stage_file(path: Path, stages: dict[str, dict[str, Any]]) -> None:
 def commit_stage(project: Path, stage_file: Path, stage: str, push: bool = True) -> dict[str, str]:
     """Record a finished stage's outputs in ``dvc.lock`` (and push them); return their hashes.
 
-    Returns ``{out path relative to the project: md5 (a ``.dir`` hash for directories)}``.
+    Returns ``{out path relative to the project: md5 (a ``.dir`` hash for directories)}``. A
+    push that fails is one line (`_push_targets`): an `OSError` for a full or failing remote,
+    which the pipeline's retry policy tries again (`tasks.retry`).
     """
     target = f"{stage_file.resolve().relative_to(project.resolve())}:{stage}"
     with _repo(project) as repo:
         repo.commit(target, force=True)
-        if push:
-            repo.push(targets=[target])
+    if push:
+        _push_targets(project, [target])
     return stage_outs(project, stage_file, stage)
 
 
@@ -345,32 +351,148 @@ def pull(project: Path, targets: Sequence[str]) -> None:
 
 
 def push_run(project: Path, run: str, git_remote: str) -> tuple[int, list[str]]:
-    """Publish run ``run``: its stage outputs to the DVC remote (``dvc push``), then its run
-    branch and iteration tags to ``git_remote`` (data first: a lineage commit others can see
-    always has its data in the remote). Returns (files pushed by DVC, git refs pushed)."""
-    from dvc.exceptions import DvcException
+    """Publish run ``run``: its stage outputs to the DVC remote (``dvc push``, iteration by
+    iteration), then its run branch and iteration tags to ``git_remote`` in one atomic git
+    push (data first: a lineage commit others can see always has its data in the remote).
+    Returns (files pushed by DVC, git refs pushed).
 
+    A DVC remote that fails (full, unreachable, refusing some files) is tried again as the
+    pipeline's tasks are (`tasks.retry.retry_on_io`), then ends in one line (`_push_targets`);
+    every step can be repeated, so a push killed or failed half way is completed by running it
+    again. A branch of that name on ``git_remote`` that is not in this run's history (another
+    clone's run of the same name) is refused before anything is pushed, and nothing of it is
+    changed."""
     branch = f"refs/heads/{RUN_BRANCH_PREFIX}{run}"
     if not _rev(project, branch):
         raise VersioningError(f"run {run!r} has no branch {RUN_BRANCH_PREFIX}{run} to push yet")
     if not _git_ok(project, "remote", "get-url", git_remote):
         raise VersioningError(f"no git remote {git_remote!r} (add one: `git remote add ...`)")
-    files = _git(project, "ls-tree", "-r", "--name-only", branch, "--", f"*/{run}/iter-*")
-    targets = sorted(n for n in files.splitlines() if n.endswith("/dvc.yaml"))
-    with _repo(project) as repo:
-        try:
-            pushed = repo.push(targets=targets)
-        except DvcException as error:
-            if (corrupt := _corrupt_dvc_file(project, error)) is not None:
-                raise corrupt from error
-            raise VersioningError(
-                f"dvc push to {_remote_url(repo) or 'the default remote'} failed: "
-                f"{str(error).splitlines()[0] if str(error) else type(error).__name__}"
-            ) from error
+    _refuse_another_run(project, run, git_remote, branch)
+    targets = _stage_files(project, run, branch)
+    pushed = 0
+    for target in targets:
+        pushed += retry_on_io(partial(_push_targets, project, [target]), f"dvc push of {target}")
+        kill_point("push")
     tags = f"refs/tags/tabula/{run}/*"
-    _git(project, "push", "-q", git_remote, f"{branch}:{branch}", f"{tags}:{tags}")
+    _push_refs(project, run, git_remote, [f"{branch}:{branch}", f"{tags}:{tags}"])
     refs = _git(project, "for-each-ref", "--format=%(refname)", branch, f"refs/tags/tabula/{run}/")
-    return int(pushed or 0), refs.splitlines()
+    return pushed, refs.splitlines()
+
+
+def _stage_files(project: Path, run: str, branch: str) -> list[str]:
+    """The iterations' stage files (``<data>/<run>/iter-NNNN/dvc.yaml``) on ``branch``, in
+    order. (``git ls-tree`` takes no wildcards: the branch's files are filtered here.)"""
+    files = _git(project, "ls-tree", "-r", "--name-only", branch).splitlines()
+    stage_file = re.compile(rf"(^|/){re.escape(run)}/iter-\d+/dvc\.yaml$")
+    return sorted(name for name in files if stage_file.search(name))
+
+
+def _refuse_another_run(project: Path, run: str, git_remote: str, branch: str) -> None:
+    """Refuse, in one line, to push over ``git_remote``'s branch of ``run`` when it is not in
+    the local branch's history: another clone pushed a run of the same name there."""
+    listed = _git(project, "ls-remote", git_remote, branch).split()
+    theirs = listed[0] if listed else ""
+    if not theirs or _git_true(project, "merge-base", "--is-ancestor", theirs, branch):
+        return
+    raise VersioningError(
+        f"git remote {git_remote!r} already holds another run named {run!r} (its branch "
+        f"{RUN_BRANCH_PREFIX}{run} is not in this run's history): nothing pushed; push this "
+        "run to another remote, or start it again under a new name (--set pipeline.name=NAME)"
+    )
+
+
+def _push_refs(project: Path, run: str, git_remote: str, refspecs: list[str]) -> None:
+    """``git push --atomic``: every ref or none, so a refused one (a tag another clone pushed
+    meanwhile) leaves the remote as it was; refused in one line naming the remote's answer."""
+    proc = subprocess.run(
+        ["git", "push", "-q", "--atomic", git_remote, *refspecs],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+        why = next((line for line in lines if "rejected" in line or "error" in line), "")
+        raise VersioningError(
+            f"git push of run {run!r} to {git_remote!r} was refused, nothing changed there: "
+            f"{why or (lines[0] if lines else f'exit {proc.returncode}')}"
+        )
+
+
+def _push_targets(project: Path, targets: list[str]) -> int:
+    """``dvc push`` of ``targets``; the files pushed. DVC logs each file it fails to send,
+    traceback and all, and then raises an error that only counts them: the failures are
+    collected instead (`_TransferFailures`), the temporary files the failed copies left in a
+    local remote are removed, and the error names the first failure's cause: an `OSError`
+    (a full or read-only remote: retried, then exit 1 in the CLI) or a `VersioningError`."""
+    from dvc.exceptions import DvcException
+
+    failures = _TransferFailures()
+    transfer_log = logging.getLogger("dvc_data.hashfile.transfer")
+    transfer_log.addFilter(failures)
+    try:
+        with _repo(project) as repo:
+            url = _remote_url(repo) or "the default remote"
+            try:
+                return int(repo.push(targets=targets) or 0)
+            except (DvcException, OSError) as error:
+                if (corrupt := _corrupt_dvc_file(project, error)) is not None:
+                    raise corrupt from error
+                _remove_partial_uploads(url, failures.errors)
+                raise _push_error(url, error, failures.errors) from error
+    finally:
+        transfer_log.removeFilter(failures)
+
+
+class _TransferFailures(logging.Filter):
+    """Keeps the errors of the files DVC failed to transfer, and drops its log records of them
+    (the one line of `_push_error` says what went wrong)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[BaseException] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            self.errors.append(record.exc_info[1])
+        return False
+
+
+def _remove_partial_uploads(url: str, errors: Sequence[BaseException]) -> None:
+    """Remove the temporary files that failed copies into the local remote ``url`` left there:
+    DVC copies to a hidden random name, then renames, and leaves the copy when it fails (a full
+    disk). Only the copies named by this push's own failures are removed."""
+    if "://" in url:
+        return
+    root = Path(url).resolve()
+    for error in errors:
+        target = getattr(error, "filename2", None)
+        if not isinstance(target, str) or not target.endswith(".tmp"):
+            continue
+        path = Path(target).resolve()
+        if path.is_relative_to(root):
+            path.unlink(missing_ok=True)
+
+
+def _push_error(url: str, error: Exception, causes: Sequence[BaseException]) -> Exception:
+    """The one-line error of a failed ``dvc push`` to ``url``: an `OSError` with the errno of
+    the first file that failed (DVC's own error, when it failed before sending any) when that
+    is an OS error (a full disk, a read-only remote), naming the remote's file where it is
+    one; else a `VersioningError` naming DVC's error."""
+    what = f"dvc push to {url} failed"
+    count = f" ({len(causes)} files not sent)" if causes else ""
+    cause = causes[0] if causes else error
+    if isinstance(cause, OSError) and cause.errno:
+        reason = cause.strerror or os.strerror(cause.errno)
+        # The remote's file that failed, unless it is a temporary copy (removed by now).
+        named = [
+            f
+            for f in (cause.filename, cause.filename2)
+            if isinstance(f, str) and f.startswith(url) and not Path(f).name.startswith(".")
+        ]
+        detail = f"{reason}: {named[0]}" if named else reason
+        return OSError(cause.errno, f"{what}: {detail}{count}")
+    return VersioningError(f"{what}: {first_line(cause) or type(cause).__name__}{count}")
 
 
 def _remote_url(repo: Any) -> str:
@@ -459,6 +581,11 @@ def _git_input(project: Path, data: bytes, *args: str) -> str:
 def _rev(project: Path, name: str) -> str:
     """The commit ``name`` names, or '' when it names none."""
     return _git_ok(project, "rev-parse", "--verify", "-q", name)
+
+
+def _git_true(project: Path, *args: str) -> bool:
+    """Whether a git check (``merge-base --is-ancestor``, ...) says yes."""
+    return subprocess.run(["git", *args], cwd=project, capture_output=True).returncode == 0
 
 
 def _git_ok(project: Path, *args: str) -> str:

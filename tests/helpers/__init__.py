@@ -5,6 +5,7 @@
   searches and from-scratch recounts of a search tree;
 - `tests.helpers.numba`: numba's compile contract (nothing compiles at import, the on-disk
   cache serves a second process), checked in fresh processes;
+- `tests.helpers.tmpfs`: a real full disk, a small tmpfs mounted over a folder (root only);
 - ``tests/helpers/fake_gtp.py``: a GTP engine script that misbehaves on purpose (run as a
   subprocess, not imported).
 

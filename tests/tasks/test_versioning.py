@@ -1,4 +1,6 @@
-"""DVC's own lock files after a kill: a torn ``.dvc/tmp/rwlock`` stops no later DVC call."""
+"""DVC's own lock files after a kill: a torn ``.dvc/tmp/rwlock`` stops no later DVC call; a
+stage's push to a DVC remote that is full: one line, no half-written copy, DVC's per-file
+tracebacks not printed, and the push goes through once there is space."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tasks import versioning
+from tests.helpers.tmpfs import resize, tmpfs
 
 
 def _project_with_a_stage(tmp_path: Path) -> Path:
@@ -90,3 +93,29 @@ def test_shared_paths_are_committed_as_given_and_left_to_the_checked_out_run(
     )
     assert status.stdout == ""
     assert show("main") == ""  # the user's branch holds none of it
+
+
+def test_a_stage_pushed_to_a_full_remote_is_one_line_and_leaves_no_partial_copy(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import errno
+    import os
+
+    project = _project_with_a_stage(tmp_path)
+    for k in range(6):  # 8 KiB each, incompressible: a 16 KiB remote takes one or two
+        (project / "out" / f"{k}.bin").write_bytes(os.urandom(8192))
+    with tmpfs(project / "remote", "16k") as remote:
+        with pytest.raises(OSError) as failed:
+            versioning.commit_stage(project, project / "dvc.yaml", "make")
+        assert failed.value.errno == errno.ENOSPC
+        message = str(failed.value)
+        assert f"dvc push to {remote} failed: No space left on device (" in message, message
+        assert "\n" not in message and "files not sent" in message
+        assert not list(remote.rglob("*.tmp"))
+        printed = capfd.readouterr().err
+        assert "Traceback" not in printed and "failed to transfer" not in printed, printed
+
+        resize(remote, "1m")
+        versioning.commit_stage(project, project / "dvc.yaml", "make")
+        objects = [p for p in remote.rglob("*") if p.is_file()]
+        assert len(objects) == 8  # the seven files and the folder's listing
