@@ -1,5 +1,5 @@
-"""Faults: SIGKILL at random moments and inside every stage, corrupt shards, a full disk and an
-unwritable folder.
+"""Faults: SIGKILL at random moments and inside every stage, corrupt shards, a full disk (a file
+size limit in self-play, a real full tmpfs in training) and an unwritable folder.
 
 Every run is the real ``tabula run`` in a subprocess against the test harness's Prefect API,
 on a fresh clone of an empty user repo, with the TINY config of ``tests/flows`` and the paper's
@@ -33,6 +33,7 @@ from tasks import tracking
 from tasks.run.layout import RunLayout, read_json
 from tasks.train import WindowChangedError, verify_window
 from tests import pipeline_runs as runs
+from tests.helpers.tmpfs import resize, tmpfs
 from tests.pipeline_runs import RUN
 
 pytestmark = pytest.mark.slow
@@ -381,3 +382,30 @@ def test_mlflow_store_killed_while_being_created_still_opens(tmp_path):
     client = tracking.connect(uri, None)
     assert client.get_experiment(client.create_experiment("after-the-kill")).name
     assert sorted(p.name for p in store.parent.iterdir()) == ["mlflow.db"]
+
+
+# --- 7. a real full disk (a tmpfs) while training writes its checkpoint -----------------------
+
+
+def test_a_full_disk_while_training_is_one_line_then_resumes(api, reference, user_repo, tmp_path):
+    """Iteration 2's model folder on a tmpfs smaller than a Lightning checkpoint: training
+    fails writing it, in one line naming the disk and the file; nothing half-written is left,
+    nothing of the earlier iterations changes; with space again the run resumes and ends as
+    an uninterrupted run does."""
+    project, layout = _one_iteration(user_repo, tmp_path / "project", api)
+    before = {i: _snapshot(layout.iteration(i)) for i in (0, 1)}
+    too_small = f"{layout.trainer_ckpt(1).stat().st_size // 2048}k"  # half a checkpoint
+    with tmpfs(layout.model_dir(2), too_small) as folder:
+        rc, stderr = runs.start(project, 2, api).wait()
+        assert rc == 1, stderr[-3000:]
+        line = runs.error_line(stderr)
+        assert "No space left on device" in line and str(layout.rel(folder)) in line, line
+        assert list(folder.iterdir()) == []  # no checkpoint, half or whole, no temporary file
+        assert layout.marker(2, "selfplay").exists() and not layout.marker(2, "train").exists()
+        assert {i: _snapshot(layout.iteration(i)) for i in (0, 1)} == before
+
+        resize(folder, "8m")  # space freed: the run resumes at its training stage
+        runs.run(project, 2, api)
+        assert {i: _snapshot(layout.iteration(i)) for i in (0, 1)} == before
+        assert runs.outcome(project) == reference.outcome
+        runs.check_clean(project)
