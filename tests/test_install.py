@@ -4,6 +4,7 @@ declared in pyproject.toml, and ``make run`` installs the runtime only, no test 
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shutil
 import subprocess
@@ -76,3 +77,18 @@ def test_make_run_installs_the_runtime_only(tmp_path: Path) -> None:
     assert installs["run"] and all("[dev]" not in line for line in installs["run"]), plan["run"]
     assert any("-e ." in line for line in installs["run"]), plan["run"]
     assert any("[dev]" in line for line in installs["test"]), plan["test"]
+
+
+def test_a_users_own_modules_named_like_ours_leave_the_command_working(tmp_path: Path) -> None:
+    """A user's ``model.py`` (or ``tasks.py``, ``flows.py``, ``cli.py``) in the folder they run
+    ``tabula`` from is not imported in place of the pipeline's: the installed command puts its
+    own folder first on the path, never the working directory (docs/design.md, "Layout")."""
+    for name in ("model", "tasks", "flows", "cli"):
+        (tmp_path / f"{name}.py").write_text('raise ImportError("the user\'s own module")\n')
+    tabula = Path(sys.executable).parent / "tabula"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    argv = [str(tabula), "gtp", "--model", "random"]
+    done = subprocess.run(argv, input="genmove b\nquit\n", cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert re.match(r"= [A-HJ-T]\d|= pass", done.stdout), done.stdout
