@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu.sh [OUT]: the GPU machine's figures of docs/benchmarks.md ("Scaling"), in under
-# 8 minutes on one CUDA GPU with 16 cores; each part's table (.log) and JSON under OUT
-# (default bench/results/gpu). Run it in the project's root:
+# 8 minutes on one CUDA GPU with 16 cores. OUT (default bench/results/gpu) gets four files:
+# scale.json (every part's JSON, by part), scale.log (every part's tables), gpu.txt and
+# lscpu.txt (a lent machine may send back only a few files). Run it in the project's root:
 #   bench/gpu.sh                       # the pipeline's packages installed
 #   bench/gpu.sh OUT                   # with a folder of wheels in .whl (air-gapped machines,
 #                                      # ../shared/tools/offline_wheels.sh), installed first
@@ -16,8 +17,9 @@
 #   quick-threads  the quick start's self-play on the GPU in 16 threads (as before processes).
 # A part that fails or runs past its limit is reported and the next one runs.
 set -u
-out=${1:-bench/results/gpu}
-mkdir -p "$out"
+final=${1:-bench/results/gpu}
+out=$(mktemp -d)  # the parts' files, merged into $final at the end
+mkdir -p "$final"
 py=${PY:-python3}
 if [ -d .whl ]; then
   timeout 90 "$py" -m pip install -q --no-index --no-deps --no-compile --target /tmp/tabula-site \
@@ -30,7 +32,6 @@ export PREFECT_SERVER_ANALYTICS_ENABLED=false PREFECT_LOGGING_LEVEL=WARNING
 export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-/tmp/tabula-numba}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
 lscpu > "$out/lscpu.txt" 2>&1
-git rev-parse HEAD > "$out/commit.txt" 2>/dev/null || true
 
 part() {  # part NAME LIMIT_S ARGS...: one bench.scale run, its table and JSON
   local name=$1 limit=$2
@@ -52,7 +53,7 @@ started=$SECONDS  # the same machine held to 2 cores, no GPU
 CUDA_VISIBLE_DEVICES= timeout 60 taskset -c 0,1 "$py" -m bench.scale --json "$out/cpu2.json" \
   --workers 2 --modes process,thread "${quick[@]}" "${only[@]}" > "$out/cpu2.log" 2>&1
 echo "cpu2: exit $? in $((SECONDS - started)) s"; tail -n 10 "$out/cpu2.log"
-part pipeline 150 --config configs/9x9-gpu.yaml --workers 16 --pipeline-iterations 2 \
+part pipeline 220 --config configs/9x9-gpu.yaml --workers 16 --pipeline-iterations 2 \
   --skip selfplay --skip network
 part gpu9 50 --config configs/9x9-gpu.yaml --workers 16 --modes process "${quick[@]}" \
   --skip pipeline
@@ -60,3 +61,15 @@ part paper19 50 --config configs/19x19-paper.yaml --workers 16 --modes process "
   --skip pipeline
 part quick-threads 30 --workers 16 --modes thread "${quick[@]}" "${only[@]}"
 echo "total: $SECONDS s"
+"$py" - "$out" "$final" <<'PY'
+import json, sys
+from pathlib import Path
+parts, final = Path(sys.argv[1]), Path(sys.argv[2])
+merged = {p.stem: json.loads(p.read_text()) for p in sorted(parts.glob("*.json"))}
+(final / "scale.json").write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
+logs = [f"== {p.stem}\n{p.read_text(errors='replace')}" for p in sorted(parts.glob("*.log"))]
+(final / "scale.log").write_text("\n".join(logs))
+for name in ("gpu.txt", "lscpu.txt"):
+    if (parts / name).exists():
+        (final / name).write_text((parts / name).read_text())
+PY
