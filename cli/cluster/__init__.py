@@ -1,4 +1,5 @@
-"""``tabula cluster up|down|status|restart|exec``: the layout of docs/scaling-out.md on one machine.
+"""``tabula cluster up|down|status|restart|rotate-password|exec``: the layout of
+docs/scaling-out.md on one machine.
 
 Every server a cluster needs, each on its own address of a private network, as separate hosts
 would be:
@@ -29,10 +30,16 @@ scheduler, workers and clients show certificates of the cluster's own authority 
 (`cli.cluster.tls`). ``DIR/client.env`` holds what a client needs; ``tabula cluster exec --
 CMD`` runs CMD with it.
 
+Root runs the namespaces only: the servers and the Dask scheduler run as a system user of
+their own, the pool's worker, the flows and the Dask workers as the project's owner
+(`cli.cluster.users`). ``rotate-password`` gives MLflow's user a new password, after which the
+old one gets 401.
+
 The parts: `cli.cluster.layout` (addresses, the folder, credentials), `cli.cluster.folder`
-(whose the folder may be; private files and logs), `cli.cluster.system` (namespaces,
-processes, probes), `cli.cluster.tls`, `cli.cluster.servers` (each server's start) and
-`cli.cluster.control` (up, down, restart, status); this module holds the commands.
+(whose the folder may be; private files and logs), `cli.cluster.users` (whom each process runs
+as), `cli.cluster.system` (namespaces, processes, probes), `cli.cluster.tls`,
+`cli.cluster.servers` (each server's start) and `cli.cluster.control` (up, down, restart,
+rotate-password, status); this module holds the commands.
 
 ``down`` stops every process, the flows first while the Prefect server can still record how
 they ended, and removes the namespaces and the bridge; the data (the databases, artifacts, DVC
@@ -56,6 +63,7 @@ from cli.cluster.control import (
     down,
     need_root,
     restart,
+    rotate_mlflow_password,
     run_command,
     status,
     up,
@@ -155,6 +163,15 @@ def restart_command(
     """Start one part of the cluster again (stopping it first if it still runs)."""
     restart(folder, component)
     typer.echo(f"{component} restarted")
+
+
+@app.command("rotate-password")
+@expected_errors
+def rotate_password_command(folder: FolderOpt = None) -> None:
+    """Give MLflow's user a new password (the old one gets 401 from then on); start no run
+    meanwhile."""
+    rotate_mlflow_password(folder)
+    typer.echo(f"MLflow password changed (in {cluster_at(folder).folder}/secrets.env)")
 
 
 @app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

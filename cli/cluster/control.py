@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import grp
 import os
+import secrets
 import shutil
 import signal
 from importlib.util import find_spec
 from pathlib import Path
 
-from cli.cluster.folder import check_folder, make_private, write_private
+from cli.cluster.folder import check_folder, hand_over, make_private
 from cli.cluster.layout import (
     BRIDGE,
     DASK_WORKERS,
@@ -55,6 +55,7 @@ from cli.cluster.system import (
     stop_process,
 )
 from cli.cluster.tls import make_certificates
+from cli.cluster.users import Account, owner_account, service_account
 from tabula.errors import UsageError
 
 
@@ -63,7 +64,7 @@ def cluster_at(folder: Path | None) -> Cluster:
     folder has passed `check_folder`: every command's first step."""
     given = Path(os.path.abspath(folder or os.environ.get(MARK) or DEFAULT_DIR))
     cluster = Cluster(given.resolve())
-    check_folder(given, *cluster.kept(), shared=[cluster.postgres])
+    check_folder(given, *cluster.kept(), shared=cluster.shared())
     return cluster
 
 
@@ -87,35 +88,44 @@ def up(
     if network_exists() or marked_processes(cluster):
         raise UsageError(f"a cluster is already up (bridge {BRIDGE}): tabula cluster down first")
     postgres_bin()
-    _make_folders(cluster)
+    service, owner = accounts(cluster, project)
+    _make_folders(cluster, service, owner)
     secret = cluster.make_secrets()
-    make_certificates(cluster, [HOST, *HOSTS.values()])
-    write_private(
-        cluster.folder / "client.env",
-        "".join(f"{k}={v}\n" for k, v in cluster.client_env().items()),
-    )
+    make_certificates(cluster, [HOST, *HOSTS.values()], service, owner)
+    cluster.write_client_env()
     cluster.write_state({"project": str(project), "config": config, "name": name, "pids": {}})
     try:
         network_up()
         postgres_up(cluster, secret)
-        mlflow_up(cluster, secret)
-        prefect_up(cluster, secret)
-        dask_up(cluster, dashboard)
+        mlflow_up(cluster, secret, service)
+        prefect_up(cluster, secret, service)
+        dask_up(cluster, service, owner, dashboard)
         deploy(cluster, project, config, name)
-        worker_up(cluster)
+        worker_up(cluster, owner)
     except BaseException:
         down(cluster.folder)
         raise
     return cluster
 
 
-def _make_folders(cluster: Cluster) -> None:
-    """The folder and its subfolders, each its owner's only; an older cluster's are made so."""
-    # PostgreSQL's own user must pass through to its data folder: only its group may.
-    make_private(cluster.folder, 0o710)
-    os.chown(cluster.folder, -1, grp.getgrnam("postgres").gr_gid, follow_symlinks=False)
-    for sub in (cluster.dvc_remote, cluster.logs, cluster.artifacts):
-        make_private(sub)
+def accounts(cluster: Cluster, project: Path) -> tuple[Account, Account]:
+    """Whom the cluster's processes run as (`cli.cluster.users`): the servers' user, made
+    where missing, and the owner of ``project``."""
+    return service_account(cluster.service_home), owner_account(project, cluster.owner_home)
+
+
+def _make_folders(cluster: Cluster, service: Account, owner: Account) -> None:
+    """The folder and its subfolders, each its owner's only; an older cluster's are made so
+    (what its processes left as root's is given to the user who now runs them)."""
+    # Others may pass through, to what is theirs (PostgreSQL's user to its data folder, the
+    # servers' and the project owner's to theirs), but not list it.
+    make_private(cluster.folder, 0o711)
+    make_private(cluster.logs)
+    hand_over(cluster.artifacts, service.uid, service.gid)
+    hand_over(cluster.service_home, service.uid, service.gid)
+    # The flows push to the DVC remote, as the project's owner.
+    hand_over(cluster.dvc_remote, owner.uid, owner.gid)
+    hand_over(cluster.owner_home, owner.uid, owner.gid)
 
 
 def need_root() -> None:
@@ -197,10 +207,42 @@ def restart(folder: Path | None, component: str) -> None:
         return
     if state["pids"].get(component) in marked_processes(cluster):
         stop_process(state["pids"][component])
+    service, owner = accounts(cluster, Path(state["project"]))
     if component.startswith("dask-"):
-        dask_worker_up(cluster, component.removeprefix("dask-"))
+        dask_worker_up(cluster, component.removeprefix("dask-"), owner)
     else:
-        {"mlflow": mlflow_up, "prefect": prefect_up}[component](cluster, secret)
+        {"mlflow": mlflow_up, "prefect": prefect_up}[component](cluster, secret, service)
+
+
+#: The variable of the MLflow user's password (`cli.cluster.layout.SECRET_NAMES`).
+MLFLOW_PASSWORD = "TABULA_CLUSTER_MLFLOW_PASSWORD"
+
+
+def rotate_mlflow_password(folder: Path | None) -> Cluster:
+    """Give the MLflow user a new random password: written to ``secrets.env`` and
+    ``client.env``, set in the auth app's database by the MLflow server's restart (which also
+    forgets the old one it had cached), and given to the pool's worker by its restart. From
+    then on the old password gets 401. A flow that runs keeps the old one, and fails at its
+    next MLflow call; started again, it resumes."""
+    need_root()
+    if os.environ.get(MLFLOW_PASSWORD):
+        raise UsageError(
+            f"{MLFLOW_PASSWORD} is set in the environment, where it wins over secrets.env: "
+            "change it there and run tabula cluster up again"
+        )
+    cluster = cluster_at(folder)
+    state = cluster.read_state()
+    if not state.get("pids") or not network_exists():
+        raise UsageError(f"no cluster up in {cluster.folder}: tabula cluster up first")
+    cluster.write_secrets({**cluster.secrets(), MLFLOW_PASSWORD: secrets.token_urlsafe(24)})
+    cluster.write_client_env()
+    service, owner = accounts(cluster, Path(state["project"]))
+    for name in ("mlflow", "prefect-worker"):
+        if state["pids"].get(name) in marked_processes(cluster):
+            stop_process(state["pids"][name])
+    mlflow_up(cluster, cluster.secrets(), service)
+    worker_up(cluster, owner)
+    return cluster
 
 
 def status(folder: Path | None) -> list[tuple[str, str, bool]]:

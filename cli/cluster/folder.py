@@ -40,8 +40,9 @@ def check_folder(
     """Refuse, in one line, a cluster folder that someone besides the user who runs this (or
     root) could change: see the module's docstring. ``folder`` is as the user gave it (made
     absolute, links not followed); ``folders`` and ``files`` are what the cluster keeps in it;
-    ``shared`` are folders in it that a server's own user may own (PostgreSQL's), which must
-    not be links either. Nothing needs to exist yet."""
+    ``shared`` are folders in it that another user may own (PostgreSQL's, the servers' user's,
+    the project owner's: `cli.cluster.users`), which must not be links either. Nothing needs
+    to exist yet."""
     me = os.geteuid()
     _check_ancestors(folder, me)
     if not os.path.lexists(folder):
@@ -117,18 +118,34 @@ def make_private(folder: Path, mode: int = 0o700) -> None:
     folder.chmod(mode)
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` readable by its owner only, whole or not at all: under a new
-    name (never a file or link already there), then renamed over ``path`` (a link at ``path``
-    is replaced, not followed)."""
+def write_private(path: Path, text: str, uid: int = -1, gid: int = -1, mode: int = 0o600) -> None:
+    """Write ``text`` to ``path`` readable by its owner only (or as ``mode`` says), whole or
+    not at all: under a new name (never a file or link already there), given to ``uid`` and
+    ``gid`` where given, then renamed over ``path`` (a link at ``path`` is replaced, not
+    followed)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+            os.fchown(f.fileno(), uid, gid)
+            os.fchmod(f.fileno(), mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def hand_over(folder: Path, uid: int, gid: int) -> None:
+    """Make ``folder`` (its owner's only, `make_private`) and give it to ``uid``:``gid``; when
+    it is root's (an older cluster's processes ran as root), with all that lies in it. That
+    walk happens while the folder is still root's alone, so nobody can swap a link into it;
+    links are never followed."""
+    make_private(folder)
+    if os.lstat(folder).st_uid == 0 and uid != 0:
+        for root, dirs, files in os.walk(folder):
+            for name in dirs + files:
+                os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
+    os.chown(folder, uid, gid, follow_symlinks=False)
 
 
 def read_env(path: Path) -> dict[str, str]:

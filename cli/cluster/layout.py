@@ -105,25 +105,51 @@ class Cluster:
 
     @property
     def tls(self) -> Path:
-        """The Dask network's certificates (`cli.cluster.tls`)."""
+        """The Dask network's certificates (`cli.cluster.tls`): root's, readable by the
+        servers' group."""
         return self.folder / "tls"
+
+    @property
+    def service_home(self) -> Path:
+        """The servers' user's ``HOME`` (a system user has none): that user's own."""
+        return self.folder / "service"
+
+    @property
+    def owner_home(self) -> Path:
+        """The project owner's: its Dask certificate, and its processes' ``HOME`` when the
+        owner has none of their own (`cli.cluster.users`)."""
+        return self.folder / "owner"
 
     def kept(self) -> tuple[list[Path], list[Path]]:
         """The folders and the files that the cluster keeps in its folder and reads back:
-        each must be its user's own (`cli.cluster.folder.check_folder`). PostgreSQL's folder
-        is its own user's."""
-        folders = [self.tls, self.logs, self.dvc_remote, self.artifacts]
+        each must be its user's own (`cli.cluster.folder.check_folder`)."""
+        folders = [self.tls, self.logs]
         names = ("cluster.json", "secrets.env", "client.env", "mlflow-auth.ini")
         return folders, [self.folder / n for n in names] + list(self.tls_files())
 
+    def shared(self) -> list[Path]:
+        """The folders in it that belong to another user than root: PostgreSQL's, the
+        servers' user's (the artifacts, its home), the project owner's (the DVC remote, which
+        the flows push to, and its own folder)."""
+        return [self.postgres, self.artifacts, self.service_home, self.dvc_remote,
+                self.owner_home]  # fmt: skip
+
     def tls_files(self) -> tuple[Path, Path, Path]:
-        """The authority's certificate, the members' certificate and the members' key."""
+        """The authority's certificate, the members' certificate and the members' key: the
+        servers' (and root's clients')."""
         return self.tls / "ca.pem", self.tls / "member.pem", self.tls / "member.key"
 
-    def dask_env(self) -> dict[str, str]:
+    def owner_tls_files(self) -> tuple[Path, Path, Path]:
+        """The same for the project owner's processes (the flows, the Dask workers): a
+        certificate and key of their own, signed by the same authority."""
+        home = self.owner_home
+        return home / "dask-ca.pem", home / "dask-member.pem", home / "dask-member.key"
+
+    def dask_env(self, files: tuple[Path, Path, Path] | None = None) -> dict[str, str]:
         """Dask's configuration for a client or worker of this cluster, as environment
-        variables: the certificates to show and check, and TLS only."""
-        ca, cert, key = self.tls_files()
+        variables: the certificates to show and check (``files``, by default `tls_files`),
+        and TLS only."""
+        ca, cert, key = files or self.tls_files()
         prefix = "DASK_DISTRIBUTED__COMM__"
         return {
             f"{prefix}REQUIRE_ENCRYPTION": "True",
@@ -159,8 +185,16 @@ class Cluster:
             for name in SECRET_NAMES
         }
         if values != stored:
-            write_private(path, "".join(f"{k}={v}\n" for k, v in values.items()))
+            self.write_secrets(values)
         return values
+
+    def write_secrets(self, values: dict[str, str]) -> None:
+        write_private(self.folder / "secrets.env", "".join(f"{k}={v}\n" for k, v in values.items()))
+
+    def write_client_env(self) -> None:
+        """``client.env``: what `client_env` gives, for ``tabula cluster exec``."""
+        text = "".join(f"{k}={v}\n" for k, v in self.client_env().items())
+        write_private(self.folder / "client.env", text)
 
     def client_env(self, project: Path | None = None) -> dict[str, str]:
         """What a client of the cluster needs in its environment (``client.env``)."""

@@ -10,7 +10,7 @@ import pwd
 import sys
 from pathlib import Path
 
-from cli.cluster.folder import append_nofollow, make_private, write_private
+from cli.cluster.folder import append_nofollow, hand_over, make_private, write_private
 from cli.cluster.layout import (
     DASK_WORKERS,
     DATABASES,
@@ -41,6 +41,7 @@ from cli.cluster.system import (
 )
 from cli.cluster.tls import cli_args as tls_cli_args
 from cli.cluster.tls import security
+from cli.cluster.users import Account
 from cli.common import QUIET_DEFAULTS
 
 
@@ -100,8 +101,10 @@ def postgres_down(cluster: Cluster) -> None:
             "-m", "fast", "-w", "stop", check=False)  # fmt: skip
 
 
-def mlflow_up(cluster: Cluster, secret: dict[str, str]) -> int:
-    """MLflow's tracking server on PostgreSQL, serving the artifacts, behind basic auth."""
+def mlflow_up(cluster: Cluster, secret: dict[str, str], service: Account) -> int:
+    """MLflow's tracking server on PostgreSQL, serving the artifacts, behind basic auth; as
+    the servers' user, which reads its settings (root's file, its group's to read) and owns
+    the artifacts' folder."""
     ini = cluster.folder / "mlflow-auth.ini"
     db = f"postgresql+psycopg2://{USER}@{HOST}:{PORTS['postgres']}"
     write_private(
@@ -114,6 +117,8 @@ def mlflow_up(cluster: Cluster, secret: dict[str, str]) -> int:
         # A password check (PBKDF2) costs about 0.3 s of this machine's CPU, on every
         # request: the cache makes it once a minute per user (MLflow's basic_auth.ini).
         "auth_cache_ttl_seconds = 60\n",
+        gid=service.gid,
+        mode=0o640,
     )
     env = {
         **server_env(),
@@ -122,7 +127,8 @@ def mlflow_up(cluster: Cluster, secret: dict[str, str]) -> int:
         "MLFLOW_AUTH_ADMIN_PASSWORD": secret["TABULA_CLUSTER_MLFLOW_PASSWORD"],
         "MLFLOW_FLASK_SERVER_SECRET_KEY": secret["TABULA_CLUSTER_MLFLOW_SECRET_KEY"],
     }
-    make_private(cluster.artifacts)
+    hand_over(cluster.artifacts, service.uid, service.gid)
+    set_mlflow_password(env, service)
     argv = [
         sys.executable, "-m", "mlflow", "server",
         "--host", HOST, "--port", str(PORTS["mlflow"]), "--workers", "1",
@@ -132,15 +138,39 @@ def mlflow_up(cluster: Cluster, secret: dict[str, str]) -> int:
         "--allowed-hosts", f"{HOST}:{PORTS['mlflow']},{HOST}",
         "--cors-allowed-origins", mlflow_url(),  # the UI's own requests come from there
     ]  # fmt: skip
-    pid = start(cluster, "mlflow", argv, env)
+    pid = start(cluster, "mlflow", argv, env, account=service)
     auth = (USER, secret["TABULA_CLUSTER_MLFLOW_PASSWORD"])
     log = cluster.logs / "mlflow.log"
     wait_for("the MLflow server", lambda: http_ok(mlflow_probe_url(), auth), log, pid)
     return pid
 
 
-def prefect_up(cluster: Cluster, secret: dict[str, str]) -> int:
-    """The Prefect server on PostgreSQL, its API behind the auth string."""
+#: Sets the MLflow user's password in the auth app's database to the one of the environment
+#: (the auth app sets it only when it makes the user, at the first start).
+_SET_PASSWORD = """
+import os
+from mlflow.server.auth.sqlalchemy_store import SqlAlchemyStore
+store = SqlAlchemyStore()
+store.init_db(os.environ["TABULA_AUTH_DB"])
+name, password = os.environ["TABULA_AUTH_USER"], os.environ["MLFLOW_AUTH_ADMIN_PASSWORD"]
+if store.has_user(name) and not store.authenticate_user(name, password):
+    store.update_user(name, password=password)
+"""
+
+
+def set_mlflow_password(env: dict[str, str], service: Account) -> None:
+    """Give the MLflow user the password of ``env`` (the server's environment) before the
+    server starts, where the user exists: a password changed in ``secrets.env`` (or the
+    environment) after the first ``up`` then works, and the old one gets 401. Through the
+    environment, as the servers' user."""
+    db = f"postgresql+psycopg2://{USER}@{HOST}:{PORTS['postgres']}/mlflow_auth"
+    sh(*service.prefix(), sys.executable, "-c", _SET_PASSWORD, cwd="/",
+       env=env | service.env() | {"TABULA_AUTH_DB": db, "TABULA_AUTH_USER": USER})  # fmt: skip
+
+
+def prefect_up(cluster: Cluster, secret: dict[str, str], service: Account) -> int:
+    """The Prefect server on PostgreSQL, its API behind the auth string, as the servers'
+    user."""
     env = {
         **server_env(),
         "PREFECT_SERVER_DATABASE_DRIVER": "postgresql+asyncpg",
@@ -151,6 +181,9 @@ def prefect_up(cluster: Cluster, secret: dict[str, str]) -> int:
         "PREFECT_SERVER_DATABASE_PASSWORD": secret["TABULA_CLUSTER_DB_PASSWORD"],
         "PREFECT_SERVER_API_AUTH_STRING": f"{USER}:{secret['TABULA_CLUSTER_PREFECT_PASSWORD']}",
         "PREFECT_UI_API_URL": f"{prefect_url()}/api",
+        # The UI, with its API address written in, goes to the servers' user's folder (by
+        # default it is written into the installed package).
+        "PREFECT_UI_STATIC_DIRECTORY": str(cluster.service_home / "prefect-ui"),
     }
     argv = [
         console_script("prefect"),
@@ -161,7 +194,7 @@ def prefect_up(cluster: Cluster, secret: dict[str, str]) -> int:
         "--port",
         str(PORTS["prefect"]),
     ]
-    pid = start(cluster, "prefect", argv, env)
+    pid = start(cluster, "prefect", argv, env, account=service)
     auth = (USER, secret["TABULA_CLUSTER_PREFECT_PASSWORD"])
     wait_for(
         "the Prefect server",
@@ -172,10 +205,13 @@ def prefect_up(cluster: Cluster, secret: dict[str, str]) -> int:
     return pid
 
 
-def dask_up(cluster: Cluster, dashboard: bool = False) -> dict[str, int]:
-    """The Dask scheduler and its single-threaded workers, each in its own namespace; the
-    scheduler's dashboard only when asked for (plain HTTP, no login: whoever reaches the
-    bridge would see it)."""
+def dask_up(
+    cluster: Cluster, service: Account, owner: Account, dashboard: bool = False
+) -> dict[str, int]:
+    """The Dask scheduler (as the servers' user) and its single-threaded workers (as the
+    project's owner: they write its shards), each in its own namespace; the scheduler's
+    dashboard only when asked for (plain HTTP, no login: whoever reaches the bridge would see
+    it)."""
     env = _dask_env(cluster)
     # Without the dashboard, Dask still serves its worker pages, metrics and a proxy over
     # HTTP: on the namespace's own loopback, out of everyone's reach.
@@ -185,8 +221,12 @@ def dask_up(cluster: Cluster, dashboard: bool = False) -> dict[str, int]:
         else ["--no-dashboard", "--dashboard-address", f"127.0.0.1:{PORTS['dashboard']}"]
     )
     scheduler = [console_script("dask"), "scheduler", "--host", HOSTS["dask"], "--port",
-                 str(PORTS["dask"]), *board, *tls_cli_args(cluster)]  # fmt: skip
-    pids = {"dask-scheduler": start(cluster, "dask-scheduler", scheduler, env, host="dask")}
+                 str(PORTS["dask"]), *board, *tls_cli_args(cluster.tls_files())]  # fmt: skip
+    pids = {
+        "dask-scheduler": start(
+            cluster, "dask-scheduler", scheduler, env, host="dask", account=service
+        )
+    }
     wait_for(
         "the Dask scheduler",
         lambda: port_open(HOSTS["dask"], PORTS["dask"]),
@@ -194,7 +234,7 @@ def dask_up(cluster: Cluster, dashboard: bool = False) -> dict[str, int]:
         pids["dask-scheduler"],
     )
     for host in DASK_WORKERS:
-        pids[f"dask-{host}"] = dask_worker_up(cluster, host)
+        pids[f"dask-{host}"] = dask_worker_up(cluster, host, owner)
     wait_for(
         "the Dask workers",
         lambda: len(dask_workers(cluster)) == len(DASK_WORKERS),
@@ -203,28 +243,32 @@ def dask_up(cluster: Cluster, dashboard: bool = False) -> dict[str, int]:
     return pids
 
 
-def client_process_env(cluster: Cluster) -> dict[str, str]:
+def client_process_env(cluster: Cluster, owner: bool = False) -> dict[str, str]:
     """The environment of a cluster process that is a client (Dask worker, Prefect worker,
     the ``prefect`` CLI): the quiet defaults and the cluster's addresses and credentials,
-    the checkout as ``TABULA_PROJECT``."""
-    return {**server_env(), **cluster.client_env(source())}
+    the checkout as ``TABULA_PROJECT``; the project ``owner``'s Dask certificate for a
+    process of that user's, else the servers' (root's clients)."""
+    env = {**server_env(), **cluster.client_env(source())}
+    return env | (cluster.dask_env(cluster.owner_tls_files()) if owner else {})
 
 
-def _dask_env(cluster: Cluster) -> dict[str, str]:
+def _dask_env(cluster: Cluster, owner: bool = False) -> dict[str, str]:
     """A Dask member's environment: a client's without MLflow's address and password, which
     self-play never uses (only the flow's process logs to MLflow)."""
-    env = {k: v for k, v in client_process_env(cluster).items() if not k.startswith("MLFLOW_")}
+    env = client_process_env(cluster, owner)
+    env = {k: v for k, v in env.items() if not k.startswith("MLFLOW_")}
     return env | {"OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
 
 
-def dask_worker_up(cluster: Cluster, host: str) -> int:
-    """One single-threaded Dask worker in ``host``'s namespace."""
+def dask_worker_up(cluster: Cluster, host: str, owner: Account) -> int:
+    """One single-threaded Dask worker in ``host``'s namespace, as the project's ``owner``."""
     worker = [console_script("dask"), "worker", dask_address(), "--nthreads", "1",
               "--nworkers", "1", "--host", HOSTS[host], "--name", host, "--no-dashboard",
               "--dashboard-address", "127.0.0.1:0",  # its metrics: as the scheduler's pages
-              *tls_cli_args(cluster)]  # fmt: skip
+              *tls_cli_args(cluster.owner_tls_files())]  # fmt: skip
     # This umask, not 077: a worker writes its shards into the user's project.
-    return start(cluster, f"dask-{host}", worker, _dask_env(cluster), host=host, umask=-1)
+    env = _dask_env(cluster, owner=True)
+    return start(cluster, f"dask-{host}", worker, env, host=host, umask=-1, account=owner)
 
 
 def dask_workers(cluster: Cluster) -> dict[str, str]:
@@ -294,10 +338,11 @@ def deploy(cluster: Cluster, project: Path, config: str, name: str) -> None:
                 "--params", json.dumps(params))  # fmt: skip
 
 
-def worker_up(cluster: Cluster) -> int:
-    """A worker of the process pool on this machine: it runs the flows in the checkout."""
-    env = client_process_env(cluster) | {"OMP_WAIT_POLICY": "PASSIVE"}
+def worker_up(cluster: Cluster, owner: Account) -> int:
+    """A worker of the process pool on this machine, as the project's ``owner``: it runs the
+    flows in the checkout, which write that user's project."""
+    env = client_process_env(cluster, owner=True) | {"OMP_WAIT_POLICY": "PASSIVE"}
     argv = [console_script("prefect"), "worker", "start", "--pool", POOL, "--name", "tabula-flows"]
     # This umask, not 077: the flows write the user's project (its data/, git and DVC records),
     # which keeps the permissions its owner gives it.
-    return start(cluster, "prefect-worker", argv, env, umask=-1)
+    return start(cluster, "prefect-worker", argv, env, umask=-1, account=owner)

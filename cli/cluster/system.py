@@ -27,6 +27,7 @@ from cli.cluster.layout import (
     basic_auth,
     namespace,
 )
+from cli.cluster.users import Account
 
 _LOCAL = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -116,16 +117,19 @@ def start(
     env: dict[str, str],
     host: str | None = None,
     umask: int = 0o077,
+    account: Account | None = None,
 ) -> int:
-    """Start ``argv`` in its own session (in ``host``'s namespace when given), marked with
-    `MARK`, its output in ``logs/NAME.log``, what it makes readable by its owner only unless
-    ``umask`` (-1: this process's) says otherwise; record and return its pid."""
+    """Start ``argv`` in its own session (in ``host``'s namespace when given), as ``account``
+    (`cli.cluster.users`; this process's user when not given), marked with `MARK`, its output
+    in ``logs/NAME.log`` (opened here, root's), what it makes readable by its owner only
+    unless ``umask`` (-1: this process's) says otherwise; record and return its pid."""
     make_private(cluster.logs)
     prefix = ["ip", "netns", "exec", namespace(host)] if host else []
+    user = account.prefix() if account else []
     with open_log(cluster.logs / f"{name}.log") as log:
         proc = subprocess.Popen(
-            prefix + argv,
-            env={**env, MARK: str(cluster.folder)},
+            prefix + user + argv,
+            env={**env, **(account.env() if account else {}), MARK: str(cluster.folder)},
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -13,15 +13,16 @@ the faults of docs/scaling-out.md ("What a fault does"), each against an uninter
 
 from __future__ import annotations
 
-import grp
 import json
 import os
+import pwd
 import shutil
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -32,8 +33,9 @@ import pytest
 import yaml
 
 from cli.clone import empty_project
-from cli.cluster import control, servers, system, tls
+from cli.cluster import control, servers, system, tls, users
 from cli.cluster import layout as cl
+from cli.cluster.folder import read_env
 from tasks.run.layout import RunLayout, read_json
 from tasks.tracking.registry import logged_model_id
 
@@ -71,10 +73,37 @@ PAPER_TINY = [
 ]
 
 
+#: What git needs to read, as root, a project of another user's (the flows' user).
+SAFE_GIT = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "safe.directory",
+    "GIT_CONFIG_VALUE_0": "*",
+}
+#: The user who owns the projects the flows run in: not root, and with no home of its own.
+OWNER = "nobody"
+#: The projects made by `owned_project`, removed at the end of the module.
+_PROJECTS: list[Path] = []
+
+
 def _env(**extra: str) -> dict[str, str]:
     """This process's environment without any Prefect or MLflow address of the test session."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "MLFLOW_"))}
-    return {**env, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **extra}
+    return {**env, "PREFECT_SERVER_ANALYTICS_ENABLED": "false", **SAFE_GIT, **extra}
+
+
+def owned_project() -> Path:
+    """An empty project of `OWNER`'s, where that user reaches it (pytest's folders are
+    root's only)."""
+    import pwd
+
+    folder = Path(tempfile.mkdtemp(prefix="tabula-project-", dir="/var/tmp"))
+    _PROJECTS.append(folder)
+    project = empty_project(folder / "project")
+    user = pwd.getpwnam(OWNER)
+    for path in [folder, *folder.rglob("*")]:
+        os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
+    folder.chmod(0o755)
+    return project
 
 
 def _snapshot(*roots: Path) -> dict[str, tuple]:
@@ -135,7 +164,7 @@ def cluster(tmp_path_factory) -> Iterator[tuple[cl.Cluster, Path]]:
     if system.network_exists():
         pytest.fail(f"a cluster is already up (bridge {cl.BRIDGE}): tabula cluster down")
     folder = Path(tempfile.mkdtemp(prefix="tabula-cluster-", dir="/var/tmp"))
-    project = empty_project(tmp_path_factory.mktemp("shared") / "project")
+    project = owned_project()
     # The scheduler service looks for due runs every 5 s instead of 60 s.
     env = _env(PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="5")
     try:
@@ -151,6 +180,8 @@ def cluster(tmp_path_factory) -> Iterator[tuple[cl.Cluster, Path]]:
                               env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
         assert down.returncode == 0, down.stderr
         assert not system.network_exists() and not folder.exists()
+        for made in _PROJECTS:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 def deployment_run(c: cl.Cluster, timeout: int = 900, **params) -> str:
@@ -189,15 +220,24 @@ def test_the_servers_refuse_whoever_has_no_credentials(cluster):
     # Bound to the cluster's network only: nothing answers on loopback.
     for port in (cl.PORTS["mlflow"], cl.PORTS["prefect"], cl.PORTS["postgres"]):
         assert not system.port_open("127.0.0.1", port)
-    for path in (c.folder / "secrets.env", c.folder / "client.env", *c.tls_files()):
+    for path in (c.folder / "secrets.env", c.folder / "client.env", *c.owner_tls_files()):
         assert path.stat().st_mode & 0o077 == 0
-    # Only root reads the folder's data and logs; PostgreSQL's group passes through to its own.
-    assert stat.S_IMODE(c.folder.stat().st_mode) == 0o710
-    assert c.folder.stat().st_gid == grp.getgrnam("postgres").gr_gid
-    for folder in (c.logs, c.artifacts, c.dvc_remote, c.tls):
+    # The servers' certificate and MLflow's settings: root's, the servers' user's to read.
+    service = pwd.getpwnam(users.SERVICE_USER)
+    for path in (c.tls, *c.tls_files(), c.folder / "mlflow-auth.ini"):
+        assert path.stat().st_uid == 0 and path.stat().st_gid == service.pw_gid, path
+        assert path.stat().st_mode & 0o027 == 0, path
+    # Others pass through the folder to what is theirs, but may not list it.
+    assert stat.S_IMODE(c.folder.stat().st_mode) == 0o711
+    owner = pwd.getpwnam(OWNER)
+    for folder, uid in ((c.logs, 0), (c.artifacts, service.pw_uid), (c.service_home,
+                        service.pw_uid), (c.dvc_remote, owner.pw_uid), (c.owner_home,
+                        owner.pw_uid)):  # fmt: skip
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
-    for path in (*c.logs.iterdir(), c.folder / "mlflow-auth.ini"):
+        assert folder.stat().st_uid == uid, folder
+    for path in c.logs.iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        assert path.stat().st_uid == 0, path
 
 
 def _umask_of(pid: int) -> int:
@@ -264,14 +304,107 @@ def _parameters(c: cl.Cluster, board: str) -> dict:
     return {**run, "overrides": c.overrides() + run["overrides"]}
 
 
+#: The processes the pool's worker started during each run (the flows), seen while it ran:
+#: board -> {pid: (its uids, its command line)}.
+SEEN: dict[str, dict[int, tuple[set[int], str]]] = {}
+
+
 @pytest.fixture(scope="module", params=list(RUNS))
 def ran(cluster, request) -> tuple[cl.Cluster, Path, RunLayout, str]:
     """Two iterations of the 9x9 quick start, then of the paper's 19x19 config shrunk,
-    started through the deployment."""
+    started through the deployment; whom the flows ran as is watched meanwhile."""
     c, project = cluster
-    final = deployment_run(c, iterations=2, **_parameters(c, request.param))
+    seen = SEEN.setdefault(request.param, {})
+    ended = threading.Event()
+
+    def watch() -> None:
+        while not ended.wait(0.5):
+            for pid in _descendants(c.read_state()["pids"]["prefect-worker"]):
+                try:
+                    seen[pid] = (_uids(pid), Path(f"/proc/{pid}/cmdline").read_text())
+                except OSError:
+                    pass  # ended meanwhile
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        final = deployment_run(c, iterations=2, **_parameters(c, request.param))
+    finally:
+        ended.set()
+        watcher.join()
     assert "Completed" in final, (final, _tail(c.logs / "prefect-worker.log"))
     return c, project, RunLayout(project, "data", RUNS[request.param]["name"]), request.param
+
+
+def _uids(pid: int) -> set[int]:
+    """The real, effective, saved and file-system uids of process ``pid``."""
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {int(u) for u in next(line for line in status if line.startswith("Uid:")).split()[1:]}
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (its children, theirs, ...)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        found.append(todo.pop())
+        todo.extend(children.get(found[-1], []))
+    return found
+
+
+def _netns_pids(host: str) -> list[int]:
+    listed = subprocess.run(["ip", "netns", "pids", cl.namespace(host)], capture_output=True,
+                            text=True, check=True).stdout  # fmt: skip
+    return [int(pid) for pid in listed.split()]
+
+
+def test_no_server_dask_member_or_flow_runs_as_root(ran):
+    """The servers and the Dask scheduler run as the servers' user; the pool's worker, the
+    flows and the Dask workers as the project's owner, who is left with no file of root's."""
+    c, project, _, board = ran
+    service, owner = pwd.getpwnam(users.SERVICE_USER), pwd.getpwnam(OWNER)
+    pids = c.read_state()["pids"]
+    for name in ("mlflow", "prefect"):
+        assert _uids(pids[name]) == {service.pw_uid}, name
+    for pid in _netns_pids("dask"):
+        assert _uids(pid) == {service.pw_uid}, pid
+    workers = [pid for host in cl.DASK_WORKERS for pid in _netns_pids(host)]
+    assert len(workers) >= len(cl.DASK_WORKERS)
+    for pid in [pids["prefect-worker"], *workers]:
+        assert _uids(pid) == {owner.pw_uid}, pid
+    flows = SEEN[board]
+    assert any("prefect.engine" in command for _, command in flows.values()), flows
+    assert {uid for uids, _ in flows.values() for uid in uids} == {owner.pw_uid}, flows
+    rooted = [p for p in [project, *project.rglob("*")] if p.lstat().st_uid == 0]
+    assert rooted == []
+    assert all(p.lstat().st_uid == owner.pw_uid for p in c.dvc_remote.rglob("*"))
+
+
+def test_a_new_mlflow_password_works_and_the_old_one_gets_401(cluster):
+    """``tabula cluster rotate-password`` after the first ``up``: clients that read the new
+    password from client.env get in (the runs after this test too, through the restarted
+    pool's worker), the old one is refused."""
+    c, _ = cluster
+    old = c.secrets()["TABULA_CLUSTER_MLFLOW_PASSWORD"]
+    done = subprocess.run([TABULA, "cluster", "rotate-password", "--dir", str(c.folder)],
+                          env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    new = c.secrets()["TABULA_CLUSTER_MLFLOW_PASSWORD"]
+    assert new != old
+    assert read_env(c.folder / "client.env")["MLFLOW_TRACKING_PASSWORD"] == new
+    search = cl.mlflow_probe_url()
+    assert _status(search, cl.basic_auth(cl.USER, new)) == 200
+    assert _status(search, cl.basic_auth(cl.USER, old)) == 401
+    worker = Path(f"/proc/{c.read_state()['pids']['prefect-worker']}/environ").read_bytes()
+    assert new.encode() in worker and old.encode() not in worker
+    assert old not in done.stdout + done.stderr and new not in done.stdout + done.stderr
 
 
 def _tail(path: Path, n: int = 3000) -> str:
@@ -346,7 +479,7 @@ def test_no_credential_is_written_where_a_run_keeps_its_records(ran):
     secrets = list(c.secrets().values())
     written = [p for p in project.rglob("*") if p.is_file() and ".git" not in p.parts]
     history = subprocess.run(["git", "log", "--all", "-p"], cwd=project, capture_output=True,
-                             text=True, check=True).stdout  # fmt: skip
+                             text=True, check=True, env=_env()).stdout  # fmt: skip
     log_files = [*c.logs.glob("*.log"), c.postgres / "postgres.log"]
     logs = [p.read_text(errors="replace") for p in log_files]
     for secret in secrets:
@@ -362,9 +495,10 @@ def test_a_fresh_clone_on_another_host_reproduces_a_checkpoint(ran, tmp_path):
     host2 = ["ip", "netns", "exec", cl.namespace("host2")]
     fresh = tmp_path / "elsewhere"
     subprocess.run([*host2, "git", "clone", "-q", "-b", "main", str(project), str(fresh)],
-                   check=True)  # fmt: skip
+                   check=True, env=_env())  # fmt: skip
     lineage = "refs/heads/tabula/*:refs/heads/tabula/*"
-    subprocess.run([*host2, "git", "fetch", "-q", "origin", lineage], cwd=fresh, check=True)
+    subprocess.run([*host2, "git", "fetch", "-q", "origin", lineage], cwd=fresh, check=True,
+                   env=_env())  # fmt: skip
     argv = [*host2, TABULA, "cluster", "exec", "--dir", str(c.folder), "--", "tabula",
             "reproduce", f"{layout.run}/2", "--set", f"pipeline.name={layout.run}",
             *(f"--set={item}" for item in c.overrides())]  # fmt: skip
@@ -540,7 +674,7 @@ def assert_same_bytes(layout: RunLayout, reference: RunLayout) -> None:
 @pytest.fixture(scope="module")
 def reference(cluster, tmp_path_factory) -> RunLayout:
     c, _ = cluster
-    project = empty_project(tmp_path_factory.mktemp("reference") / "project")
+    project = owned_project()
     final = finish(start_run(c, project, "tabula-reference"))
     assert "Completed" in final, (final, _tail(c.logs / "prefect-worker.log"))
     return RunLayout(project, "data", "faults")
@@ -569,7 +703,7 @@ def _host_of(address: str) -> str:
 
 def test_a_dask_worker_killed_in_self_play(cluster, reference, tmp_path):
     c, _ = cluster
-    project = empty_project(tmp_path / "project")
+    project = owned_project()
     run = start_run(c, project, "tabula-fault-dask")
     _wait(lambda: _processing_on(c, "w1"))
     for pid in subprocess.run(["ip", "netns", "pids", cl.namespace("w1")], capture_output=True,
@@ -583,7 +717,7 @@ def test_a_dask_worker_killed_in_self_play(cluster, reference, tmp_path):
 
 def test_the_tracking_server_stopped_for_30_s_in_training(cluster, reference, tmp_path):
     c, _ = cluster
-    project = empty_project(tmp_path / "project")
+    project = owned_project()
     layout = RunLayout(project, "data", "faults")
     run = start_run(c, project, "tabula-fault-mlflow")
     _wait(lambda: layout.marker(1, "selfplay").exists())  # training begins
@@ -597,7 +731,7 @@ def test_the_tracking_server_stopped_for_30_s_in_training(cluster, reference, tm
 
 def test_the_prefect_server_restarted_in_an_iteration(cluster, reference, tmp_path):
     c, _ = cluster
-    project = empty_project(tmp_path / "project")
+    project = owned_project()
     layout = RunLayout(project, "data", "faults")
     run = start_run(c, project, "tabula-fault-prefect")
     _wait(lambda: layout.marker(1, "plan").exists())  # self-play begins
@@ -656,7 +790,7 @@ def test_down_ends_the_flows_before_the_servers(cluster, tmp_path):
     """``down`` in the middle of a run: the flow stops while the Prefect server still
     answers, so after the next ``up`` its run shows Crashed, not RUNNING for ever."""
     c, shared = cluster
-    project = empty_project(tmp_path / "project")
+    project = owned_project()
     layout = RunLayout(project, "data", "faults")
     run = start_run(c, project, "tabula-fault-down")
     _wait(lambda: layout.marker(1, "plan").exists())  # self-play begins
