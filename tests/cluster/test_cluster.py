@@ -490,6 +490,61 @@ def test_no_credential_is_written_where_a_run_keeps_its_records(ran):
     assert params["pipeline"]["mlflow_tracking_uri"] == cl.mlflow_url()
 
 
+def test_no_credential_is_kept_by_the_servers(ran, monkeypatch):
+    """Nor where the servers keep what a run gives them: MLflow's params and tags of every
+    run, its artifact store, the DVC remote, Prefect's flow-run parameters and logs, and a
+    dump of both databases."""
+    c, _, _, _ = ran
+    secrets = [value.encode() for value in c.secrets().values()]
+    for name, value in c.client_env().items():
+        monkeypatch.setenv(name, value)
+    from mlflow import MlflowClient
+
+    client = MlflowClient(cl.mlflow_url())
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(experiments, max_results=5000)
+    assert runs
+    recorded = [f"{k}={v}" for r in runs for k, v in (*r.data.params.items(), *r.data.tags.items())]
+    kept = {"mlflow params and tags": "\n".join(recorded).encode()}
+    for root in (c.artifacts, c.dvc_remote):
+        files = [p for p in root.rglob("*") if p.is_file()]
+        assert files, root
+        kept |= {str(p): p.read_bytes() for p in files}
+    kept |= _prefect_runs_and_logs(c)
+    pg = system.postgres_bin()
+    for db in cl.DATABASES:
+        dump = subprocess.run(["runuser", "-u", "postgres", "--", str(pg / "pg_dump"), "-h",
+                               str(c.postgres / "run"), "-d", db], capture_output=True,
+                              check=True, timeout=300).stdout  # fmt: skip
+        assert len(dump) > 1000, db
+        kept[f"pg_dump {db}"] = dump
+    for secret in secrets:
+        assert [where for where, body in kept.items() if secret in body] == []
+
+
+def _prefect_runs_and_logs(c: cl.Cluster) -> dict[str, bytes]:
+    """Every flow run's parameters and every log line the Prefect server holds."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_AUTH_STRING, PREFECT_API_URL, temporary_settings
+
+    env = c.client_env()
+    settings = {
+        PREFECT_API_URL: env["PREFECT_API_URL"],
+        PREFECT_API_AUTH_STRING: env["PREFECT_API_AUTH_STRING"],
+    }
+    with temporary_settings(updates=settings), get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(limit=200)
+        logs, offset = [], 0
+        while batch := client.read_logs(limit=200, offset=offset):
+            logs += [log.message for log in batch]
+            offset += len(batch)
+    assert runs and logs
+    return {
+        "prefect flow-run parameters": json.dumps([r.parameters for r in runs]).encode(),
+        "prefect logs": "\n".join(logs).encode(),
+    }
+
+
 def test_a_fresh_clone_on_another_host_reproduces_a_checkpoint(ran, tmp_path):
     c, project, layout, _ = ran
     host2 = ["ip", "netns", "exec", cl.namespace("host2")]
