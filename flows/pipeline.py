@@ -192,6 +192,7 @@ def run_pipeline(
     versioning.require_run_files(layout.project, layout.run, layout.rel(layout.params))
     tracking.require_own_name(cfg, layout)
     with RunLock(layout), stopping_worker_processes():
+        versioning.restore_interrupted_commits(layout.root)
         resumed = layout.params.exists()
         text = freeze_config(cfg, layout)
         if resumed:  # the runs a killed process left RUNNING say so

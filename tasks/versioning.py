@@ -225,14 +225,53 @@ def commit_stage(project: Path, stage_file: Path, stage: str, push: bool = True)
 
     Returns ``{out path relative to the project: md5 (a ``.dir`` hash for directories)}``. A
     push that fails is one line (`_push_targets`): an `OSError` for a full or failing remote,
-    which the pipeline's retry policy tries again (`tasks.retry`).
+    which the pipeline's retry policy tries again (`tasks.retry`). The ``dvc.lock`` as it was
+    is kept beside it until DVC has rewritten it (`restore_interrupted_commits`).
     """
     target = f"{stage_file.resolve().relative_to(project.resolve())}:{stage}"
+    lock, before = stage_file.with_name("dvc.lock"), _before(stage_file)
+    _restore_lock(lock, before)
+    write_bytes(before, lock.read_bytes() if lock.exists() else b"")
     with _repo(project) as repo:
         repo.commit(target, force=True)
+    before.unlink()
     if push:
         _push_targets(project, [target])
     return stage_outs(project, stage_file, stage)
+
+
+def _before(stage_file: Path) -> Path:
+    """Where `commit_stage` keeps the ``dvc.lock`` beside ``stage_file`` as it was before the
+    commit under way (empty: there was none)."""
+    return stage_file.with_name("dvc.lock.before")
+
+
+def _restore_lock(lock: Path, before: Path) -> bool:
+    """Put ``lock`` back as it was before a commit that a kill interrupted (``before`` is
+    there); whether there was one to undo."""
+    if not before.exists():
+        return False
+    if before.stat().st_size:
+        os.replace(before, lock)
+    else:
+        lock.unlink(missing_ok=True)
+        before.unlink()
+    return True
+
+
+def restore_interrupted_commits(run_dir: Path) -> list[Path]:
+    """Undo the ``dvc.lock`` changes of every commit a kill interrupted in the run folder
+    ``run_dir``; the locks restored. DVC rewrites a ``dvc.lock`` in place, so a process killed
+    while it writes leaves a file that no DVC call reads; `commit_stage` keeps the lock as it
+    was first, and a stage whose commit was interrupted has no marker yet, so the resume
+    commits it again over the restored lock. Call it with the run's lock held, before anything
+    reads the run's DVC records."""
+    restored = []
+    for before in sorted(run_dir.glob("iter-*/dvc.lock.before")):
+        lock = before.with_name("dvc.lock")
+        if _restore_lock(lock, before):
+            restored.append(lock)
+    return restored
 
 
 def stage_outs(project: Path, stage_file: Path, stage: str) -> dict[str, str]:

@@ -119,3 +119,49 @@ def test_a_stage_pushed_to_a_full_remote_is_one_line_and_leaves_no_partial_copy(
         versioning.commit_stage(project, project / "dvc.yaml", "make")
         objects = [p for p in remote.rglob("*") if p.is_file()]
         assert len(objects) == 8  # the seven files and the folder's listing
+
+
+def _run_with_two_stages(tmp_path: Path) -> tuple[Path, Path]:
+    """A project whose run folder has an iteration with two stages, the first committed."""
+    project = tmp_path / "project"
+    folder = project / "data" / "run" / "iter-0001"
+    for out in ("a", "b"):
+        (folder / out).mkdir(parents=True)
+        (folder / out / "x.txt").write_text(f"{out}\n")
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    versioning.ensure_repo(project, "remote")
+    stages = {s: {"cmd": "true", "outs": [s]} for s in ("a", "b")}
+    versioning.write_stage_file(folder / "dvc.yaml", stages)
+    versioning.commit_stage(project, folder / "dvc.yaml", "a", push=False)
+    return project, folder
+
+
+def test_a_lock_torn_by_a_killed_commit_is_restored_and_the_commit_redone(tmp_path: Path) -> None:
+    """DVC rewrites ``dvc.lock`` in place: a kill while it writes leaves a file no DVC call
+    reads. The lock as it was before the commit is put back, and committing the stage again
+    (as the resume does, the stage having no marker) records both stages."""
+    project, folder = _run_with_two_stages(tmp_path)
+    lock = folder / "dvc.lock"
+    whole = lock.read_bytes()
+    assert not (folder / "dvc.lock.before").exists()  # gone once DVC has written the lock
+    (folder / "dvc.lock.before").write_bytes(whole)  # the commit of "b" under way ...
+    lock.write_bytes(whole[: len(whole) // 2] + b"\n  b:\n    cmd: [")  # ... killed mid-write
+    with pytest.raises(versioning.LockFileError):
+        versioning.read_lock(project, folder / "dvc.yaml")
+
+    assert versioning.restore_interrupted_commits(project / "data" / "run") == [lock]
+    assert lock.read_bytes() == whole
+    versioning.commit_stage(project, folder / "dvc.yaml", "b", push=False)
+    assert set(versioning.read_lock(project, folder / "dvc.yaml")) == {"a", "b"}
+    assert versioning.restore_interrupted_commits(project / "data" / "run") == []
+
+
+def test_a_first_commit_killed_mid_write_leaves_no_lock_to_trip_on(tmp_path: Path) -> None:
+    project, folder = _run_with_two_stages(tmp_path)
+    lock = folder / "dvc.lock"
+    lock.unlink()
+    (folder / "dvc.lock.before").write_bytes(b"")  # there was no lock before this commit
+    lock.write_text("schema: '2.0'\nstages:\n  a:\n    cmd: tr")  # torn
+    versioning.commit_stage(project, folder / "dvc.yaml", "a", push=False)  # restores first
+    assert set(versioning.read_lock(project, folder / "dvc.yaml")) == {"a"}
+    assert not (folder / "dvc.lock.before").exists()
