@@ -13,7 +13,7 @@ they wait for each other at a barrier), so every worker counts over the same wal
 Reported: network evaluations, positions (moves
 played) and games finished per second over the window, the mean network batch, the share of
 the cores the process tree kept busy (CPU-seconds over wall x cores), and on CUDA the GPU's
-busy share (NVML's utilisation, sampled every 0.2 s).
+busy share (NVML's utilisation, sampled every 0.2 s: `tasks.gpu_use`).
 
 (b) The network alone: `model.evaluator.Evaluator` on random planes at self-play's batch size
 and at 4096 (the network's own rate), positions per second; self-play's evaluations per
@@ -54,6 +54,7 @@ from bench.strength import TABULA, run_env
 from cli.clone import empty_project
 from model.files import write_json
 from tabula.config import Config, dump_config, load_config
+from tasks.gpu_use import gpu_use
 from tasks.run.cputime import busy, cores, process_tree_cpu_seconds, run_measured
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,39 +131,6 @@ def _timed_worker(config_yaml: str, worker: int, threads: int, ready: Any, settl
     }
 
 
-class _GpuSampler:
-    """NVML's GPU utilisation, sampled every 0.2 s between `begin` and `end` (None off CUDA)."""
-
-    def __init__(self) -> None:
-        import torch
-
-        self.on = torch.cuda.is_available()
-        self.samples: list[float] = []
-        self._done = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _sample(self) -> None:
-        import torch
-
-        while not self._done.wait(0.2):
-            try:
-                self.samples.append(float(torch.cuda.utilization()))
-            except Exception:  # no NVML: no figure
-                self.on = False
-                return
-
-    def begin(self) -> None:
-        if self.on:
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
-
-    def end(self) -> float | None:
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join()
-        return statistics.mean(self.samples) / 100 if self.on and self.samples else None
-
-
 def warm_kernels(cfg: Config) -> None:
     """Compile (or load) numba's search and rules kernels for ``cfg``'s board and search in
     this process, so that they are in the cache when the workers start: one game of a few
@@ -195,11 +163,11 @@ def selfplay_rate(cfg: Config, workers: int, mode: str, seconds: float, warmup: 
         ready.wait()
         start = time.monotonic() + warmup
         time.sleep(max(0.0, start - time.monotonic()))
-        cpu0, gpu = process_tree_cpu_seconds(), _GpuSampler()
-        gpu.begin()
-        time.sleep(max(0.0, start + seconds - time.monotonic()))
-        cpu = process_tree_cpu_seconds() - cpu0
-        gpu_busy = gpu.end()
+        with gpu_use(cfg) as gpu:  # NVML's readings over the window (none without a GPU)
+            cpu0 = process_tree_cpu_seconds()
+            time.sleep(max(0.0, start + seconds - time.monotonic()))
+            cpu = process_tree_cpu_seconds() - cpu0
+        readings = gpu.take() if gpu is not None else []
         done = [job.result() for job in jobs]
     if manager is not None:
         manager.shutdown()
@@ -215,7 +183,7 @@ def selfplay_rate(cfg: Config, workers: int, mode: str, seconds: float, warmup: 
         "games_per_hour": total["games"] / seconds * 3600,
         "mean_batch": total["evaluations"] / max(total["calls"], 1),
         "cores_busy": busy(cpu, seconds, cores()),
-        "gpu_busy": gpu_busy,
+        "gpu_busy": statistics.mean(readings) if readings else None,
     }
 
 
