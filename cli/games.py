@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from cli.common import ConfigOpt, SetOpt, config_from, expected_errors, project_dir
 from tabula.errors import UsageError
 from tasks.run.layout import RunLayout
+
+if TYPE_CHECKING:
+    from tasks.gtp_setup import GtpSetup
 
 #: The network options of ``tabula gtp``.
 ThreadsOpt = Annotated[
@@ -84,21 +87,11 @@ def gtp(
 ) -> None:
     """Speak GTP version 2 on stdin/stdout (for GoGui, Sabaki, Lizzie, GnuGo matches)."""
     from tabula.gtp import serve
-    from tasks.gtp_setup import gtp_setup
-    from tasks.players import make_player
 
-    if precision not in ("fastest", "auto", "fp32", "bf16"):
-        raise UsageError(f"--precision {precision!r}: use fastest, auto, fp32 or bf16")
-    setup = gtp_setup(model, project, run, config, set_ or [], project_dir())
+    setup = _engine_setup(model, threads, precision, project, run, config, set_)
     cfg = setup.cfg
-    if threads and setup.checkpoint is not None:
-        from model.evaluator import set_threads
-
-        set_threads(threads)
-    gtp_player = make_player(
-        model, cfg, simulations=simulations, seed=seed, resolver=lambda _: setup.checkpoint,
-        precision=precision, leaves_per_move=leaves,
-    )  # fmt: skip
+    gtp_player = _engine_player(setup, model, seed, precision, simulations=simulations,
+                                leaves_per_move=leaves)  # fmt: skip
     visits = simulations or cfg.evaluation.simulations
     serve(gtp_player, sys.stdin, sys.stdout, size=cfg.rules.board_size, komi=cfg.rules.komi,
           sizes=setup.sizes, visits=visits)  # fmt: skip
@@ -132,26 +125,49 @@ def analysis(
     stdin, one JSON answer a line per analysed turn; or --sgf to review a whole game."""
     from tabula.katago import REPORT_AS, Defaults
     from tasks.analysis import analyst_of, run_analysis
-    from tasks.gtp_setup import gtp_setup
-    from tasks.players import make_player
 
     if report_as.upper() not in REPORT_AS:
         raise UsageError(f"--report-as {report_as!r}: use BLACK, WHITE or SIDETOMOVE")
-    if precision not in ("fastest", "auto", "fp32", "bf16"):
-        raise UsageError(f"--precision {precision!r}: use fastest, auto, fp32 or bf16")
-    setup = gtp_setup(model, project, run, config, set_ or [], project_dir())
+    setup = _engine_setup(model, threads, precision, project, run, config, set_)
     cfg = setup.cfg
-    if threads and setup.checkpoint is not None:
-        from model.evaluator import set_threads
-
-        set_threads(threads)
-    player = make_player(model, cfg, seed=seed, resolver=lambda _: setup.checkpoint,
-                         precision=precision)  # fmt: skip
+    player = _engine_player(setup, model, seed, precision)
     analyst = analyst_of(player, model)
     aux = bool(getattr(getattr(player, "evaluate", None), "has_aux", False))
     defaults = Defaults(cfg.rules.board_size, cfg.rules.komi,
                         visits or cfg.evaluation.simulations, report_as.upper(), aux)  # fmt: skip
     run_analysis(analyst, defaults, sys.stdin, sys.stdout, sgf)
+
+
+def _engine_setup(
+    model: str,
+    threads: int,
+    precision: str,
+    project: Path | None,
+    run: str | None,
+    config: Path | None,
+    set_: list[str] | None,
+) -> GtpSetup:
+    """What `gtp` and `analysis` play with (`tasks.gtp_setup.gtp_setup`), once ``--precision``
+    is checked, with ``--threads`` torch threads for a network."""
+    from tasks.gtp_setup import gtp_setup
+
+    if precision not in ("fastest", "auto", "fp32", "bf16"):
+        raise UsageError(f"--precision {precision!r}: use fastest, auto, fp32 or bf16")
+    setup = gtp_setup(model, project, run, config, set_ or [], project_dir())
+    if threads and setup.checkpoint is not None:
+        from model.evaluator import set_threads
+
+        set_threads(threads)
+    return setup
+
+
+def _engine_player(setup: GtpSetup, model: str, seed: int, precision: str,
+                   **options: Any) -> Any:  # fmt: skip
+    """The player of `gtp` and `analysis`: ``model`` as ``setup`` resolved it."""
+    from tasks.players import make_player
+
+    return make_player(model, setup.cfg, seed=seed, resolver=lambda _: setup.checkpoint,
+                       precision=precision, **options)  # fmt: skip
 
 
 @expected_errors
