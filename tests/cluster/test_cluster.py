@@ -804,6 +804,31 @@ def test_the_prefect_server_restarted_in_an_iteration(cluster, reference, tmp_pa
     assert_same_bytes(layout, reference)
 
 
+def test_postgres_down_for_60_s_in_an_iteration(cluster, reference):
+    """PostgreSQL, under both servers, stops for a minute once self-play has begun: the run
+    waits it out (the servers answer errors meanwhile, which their clients retry) and ends
+    Completed, or fails and a second start resumes it; either way with the reference's
+    bytes."""
+    c, _ = cluster
+    project = owned_project()
+    layout = RunLayout(project, "data", "faults")
+    run = start_run(c, project, "tabula-fault-postgres")
+    _wait(lambda: layout.marker(1, "plan").exists())  # self-play begins
+    servers.postgres_down(c)
+    try:
+        assert not system.port_open(cl.HOST, cl.PORTS["postgres"])
+        time.sleep(60)
+    finally:
+        control.restart(c.folder, "postgres")
+    finish(run)  # (its --watch may end with a server error: the run goes on)
+    state = _state_of_the_run_in(c, project)
+    print(f"\nwith PostgreSQL down 60 s, the run ended {state.type.value}")
+    if not state.is_completed():
+        again = finish(start_run(c, project, "tabula-fault-postgres"))
+        assert "Completed" in again, (again, _tail(c.logs / "prefect-worker.log"))
+    assert_same_bytes(layout, reference)
+
+
 def _state_of_the_run_in(c: cl.Cluster, project: Path, final: bool = True):
     """The state of the deployment's flow run (not its subflows') whose project is
     ``project``: its final state, waited for, unless ``final`` is False."""
