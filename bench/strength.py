@@ -2,7 +2,8 @@
 
 Usage: ``python -m bench.strength [--budget quick|1ch|4ch|HOURS] [--configs paper,default]
 [--resume] [--games 100] [--curve-games 40] [--points 6] [--simulations 64]
-[--deep-simulations 400] [--deep-games 100] [--h2h-games 100] [--json PATH] [--png PATH]``
+[--deep-simulations 400] [--deep-games 100] [--h2h-games 100] [--search-games 100] [--json PATH]
+[--png PATH]``
 
 For each config in turn: a stand-in user repository, then ONE budgeted run, ``tabula run
 --core-hours BUDGET``, as a user would make it: the run counts the CPU-seconds of its processes
@@ -18,8 +19,11 @@ The champion then climbs the ladder again searching deeper, ``--deep-games`` a l
 ``--deep-simulations`` (default 400; 0: none): strength at 64 simulations understates a network,
 and the deeper figures are reported in a table of their own, fitted apart (never mixed with the
 games at ``--simulations``) on the same scale.
-Last, the champions of every pair of configs play ``--h2h-games`` games against each other:
-while GnuGo wins every game, that is the only measure of which config learned more.
+Then the champions of every pair of configs play ``--h2h-games`` games against each other:
+while GnuGo wins every game, that is the only measure of which config learned more. Last, each
+champion searching ``--deep-simulations`` plays itself at ``--simulations``, ``--search-games``
+games (0: none): whether search pays, which it does only where the value head ranks positions
+under good play (the goal: the deeper search wins at least 70%).
 
 Ladder games (`bench/strength_games.py`) follow `bench/ladder.py`'s protocol: komi 7.5,
 Tromp-Taylor scoring, GnuGo with ``--chinese-rules --positional-superko --capture-all-dead``,
@@ -98,6 +102,7 @@ from bench.strength_report import (
     extrapolation_line,
     pairs_table,
     plot,
+    search_table,
     table,
 )
 from cli.clone import empty_project
@@ -258,6 +263,33 @@ def head_to_head(
     return pairs
 
 
+def search_pays(rows: list[dict[str, Any]], workdir: Path, args: argparse.Namespace) -> None:
+    """Each config's champion at ``--deep-simulations`` against itself at ``--simulations``,
+    ``--search-games`` games (seeded openings, colours swapped in pairs, both sides with the
+    run's own search), into its row as ``search_pays``: the deeper side's record."""
+    for row in rows:
+        name, i = row["config"], row["champion"]
+        layout = _layout(workdir / name, name)
+        if not (layout.params.exists() and layout.model(i).exists()):
+            continue
+        cfg = _rating_config(layout, name, args.simulations)
+        deep = f"mcts:{layout.model(i)}@{args.deep_simulations}"
+        match = MatchSpec(
+            (deep, _spec(layout, i, args)),
+            args.search_games,
+            seed=i,
+            match_id=f"{name}-{args.deep_simulations}-vs-{args.simulations}",
+            store=workdir / "search-pays",
+        )
+        games = play_match(match, cfg)
+        deeper = f"{layout.model_id(i)}@{args.deep_simulations}"  # (`tasks.players` names it)
+        row["search_pays"] = {
+            "simulations": [args.deep_simulations, args.simulations],
+            "player": deeper,
+            **side_summary(games, deeper),
+        }
+
+
 def _points(iterations: int, count: int) -> list[int]:
     """``count`` checkpoints evenly spaced over 0..iterations, the last one included."""
     if iterations <= 0:
@@ -370,6 +402,8 @@ def main() -> None:
                         help="champion's games per level at the deeper budget")  # fmt: skip
     parser.add_argument("--h2h-games", type=int, default=100,
                         help="games per pair of configs' champions (0: none)")  # fmt: skip
+    parser.add_argument("--search-games", type=int, default=100,
+                        help="each champion at --deep-simulations against itself (0: none)")  # fmt: skip
     parser.add_argument("--workdir", type=Path, help="default bench/results/strength/BUDGET")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--png", type=Path, help="write the learning curve here")
@@ -400,6 +434,8 @@ def main() -> None:
             state["failed"] = state.get("failed") or f"rating: {first_line(error)}"
             rows.append(rate_config(name, work, state, args, play=False))
     pairs = head_to_head(rows, workdir, args) if args.h2h_games else []
+    if args.search_games and args.deep_simulations:
+        search_pays(rows, workdir, args)
     anchors = add_elo(rows, pairs, workdir)
     for row in rows:
         row["extrapolation"] = extrapolate(row, anchors)
@@ -408,6 +444,8 @@ def main() -> None:
         console.print(deep_table(rows, args.budget, args.deep_simulations))
     if pairs:
         console.print(pairs_table(pairs, args.simulations))
+    if any(row.get("search_pays") for row in rows):
+        console.print(search_table(rows))
     for row in rows:
         console.print(extrapolation_line(row["config"], row["extrapolation"]))
     console.print(f"wall time of the benchmark: {(time.monotonic() - started) / 60:.0f} min")

@@ -189,6 +189,35 @@ def deep_table(rows: list[dict[str, Any]], budget: str, simulations: int) -> Tab
     return t
 
 
+#: The share of games a champion searching deeper should win against itself at the usual
+#: budget: a value head that ranks positions under good play gains from more search.
+SEARCH_PAYS_GOAL = 0.70
+
+
+def search_table(rows: list[dict[str, Any]]) -> Table:
+    """Each champion searching deeper against itself at the usual budget (``search_pays``)."""
+    t = Table(title="search pays: each champion searching deeper against itself")
+    for column in ("config", "champion", "simulations", "deeper's win rate (95%)",
+                   "deeper's mean margin", f"goal >= {SEARCH_PAYS_GOAL:.0%}"):  # fmt: skip
+        t.add_column(column)
+    for row in rows:
+        match = row.get("search_pays")
+        if not match:
+            continue
+        deep, usual = match["simulations"]
+        margin = match["mean_margin"]
+        met = match["win_rate"] is not None and match["win_rate"] >= SEARCH_PAYS_GOAL
+        t.add_row(
+            row["config"],
+            str(row["champion"]),
+            f"{deep} vs {usual}",
+            _pct(match),
+            "—" if margin is None else f"{margin:+.1f}",
+            "met" if met else "not met",
+        )
+    return t
+
+
 def pairs_table(pairs: list[dict[str, Any]], simulations: int) -> Table:
     """Head-to-head matches of the configs' champions: the first config's record."""
     t = Table(title=f"champions head to head ({simulations} simulations each side)")

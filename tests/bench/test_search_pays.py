@@ -1,0 +1,43 @@
+"""``bench.strength``'s search-pays row: a champion searching deeper plays itself at the usual
+budget, the games stored so that a resumed benchmark plays none again."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bench.strength import _layout, search_pays
+from bench.strength_report import search_table
+from model.checkpoint import save_checkpoint
+from model.network import make_network
+from tabula.config import dump_config, load_config
+
+
+def _champion(workdir: Path, name: str, i: int) -> None:
+    """A finished run's folder as the benchmark leaves it: its params and champion."""
+    layout = _layout(workdir / name, name)
+    layout.root.mkdir(parents=True)
+    cfg = load_config(None, ["rules.board_size=5", "rules.komi=0.5", "search.algorithm=puct"])
+    layout.params.write_text(dump_config(cfg))
+    net = make_network(5, blocks=1, filters=8, seed=0, value_hidden=16)
+    layout.model(i).parent.mkdir(parents=True)
+    save_checkpoint(layout.model(i), net, {"model_id": layout.model_id(i)})
+
+
+def test_the_deeper_side_is_the_champion_itself_and_a_resume_plays_nothing(
+    tmp_path: Path, one_torch_thread: None
+) -> None:
+    _champion(tmp_path, "baseline", 3)
+    args = argparse.Namespace(simulations=2, deep_simulations=8, search_games=4)
+    rows = [{"config": "baseline", "champion": 3}, {"config": "tau0", "champion": 0}]
+    search_pays(rows, tmp_path, args)
+    record = rows[0]["search_pays"]
+    assert record["simulations"] == [8, 2] and record["player"] == "strength-baseline/iter-0003@8"
+    assert record["games"] == 4 and record["win_rate"] is not None
+    assert "search_pays" not in rows[1]  # (no run: nothing to play)
+    (stored,) = (tmp_path / "search-pays").iterdir()  # one match, one file
+    before = stored.read_bytes()
+    again = [{"config": "baseline", "champion": 3}]
+    search_pays(again, tmp_path, args)
+    assert again[0]["search_pays"] == record and stored.read_bytes() == before
+    assert search_table(rows).row_count == 1
