@@ -99,6 +99,7 @@ def measure(paths: dict, batch: int, rounds: int, seconds: float) -> dict[str, f
 ARCHITECTURES = [
     ("4x32 (quick start)", {}),
     ("4x32 + global pooling (KataGo)", {"global_pooling": True}),
+    ("4x32 + liberty planes (KataGo)", {"liberties": True}),  # (derived in the call)
 ]
 
 

@@ -54,7 +54,8 @@ reuse; ``laptop``, ``configs/9x9-laptop.yaml``. The screenings of targets that r
 run at an equal budget (``pipeline.budget_overshoot`` 0.03) beside ``baseline``, the default so
 run: ``tau0`` and ``ktemp`` (the played move: pi''s mode after the opening, or KataGo's decaying
 temperature), ``z0`` and ``mix25`` (the value target's lambda), ``visitvalue`` (the root value
-weighted by visits) and ``reduced01`` (reduced visits with decided rows kept at weight 0.1).
+weighted by visits), ``reduced01`` (reduced visits with decided rows kept at weight 0.1) and
+``libs`` (6 liberty planes in the network's input).
 Each run's first iteration plans the config's ``pipeline.iterations`` (1000: no drop yet); from
 the second on, the schedule is fitted to what the budget is expected to pay for, so every run
 anneals within its budget.
@@ -403,7 +404,7 @@ def main() -> None:
     parser.add_argument("--h2h-games", type=int, default=100,
                         help="games per pair of configs' champions (0: none)")  # fmt: skip
     parser.add_argument("--search-games", type=int, default=100,
-                        help="each champion at --deep-simulations against itself (0: none)")  # fmt: skip
+                        help="each champion deeper against itself (0: none)")  # fmt: skip
     parser.add_argument("--workdir", type=Path, help="default bench/results/strength/BUDGET")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--png", type=Path, help="write the learning curve here")

@@ -249,6 +249,11 @@ CONFIGS = {
         "reduced with a decided game's rows kept at weight 0.1, their pi a policy target"
         " (KataGo's reducedVisitsWeight) instead of dropped",
     ),
+    "libs": _screening(
+        ("network.liberties=true",),
+        "default with 6 liberty planes after the 17 (1, 2, >= 3 liberties for each side's"
+        " chains; KataGo's liberty inputs, Wu 2019)",
+    ),
     "laptop": Entry(
         "configs/9x9-laptop.yaml",
         (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION),

@@ -51,7 +51,7 @@ from model.shards import (
     validate_shard,
 )
 from tabula.errors import TabulaError
-from tabula.features import NUM_PLANES, NUM_SYMMETRIES, symmetry_permutations
+from tabula.features import NUM_PLANES, NUM_SYMMETRIES, symmetry_permutations, with_liberties
 
 log = logging.getLogger(__name__)
 
@@ -118,9 +118,15 @@ class PositionWindow:
     latest: int = 0
     held_out: PositionWindow | None = None
     weight: np.ndarray | None = None  # None: every row weighs 1 (the batch then carries none)
+    liberties: bool = False  # the batches' planes carry the 6 liberty planes after the 17
 
     def __len__(self) -> int:
         return int(self.z.shape[0])
+
+    def with_liberties(self) -> PositionWindow:
+        """This window with the liberty planes in every batch, its held-out games' too."""
+        held = None if self.held_out is None else self.held_out.with_liberties()
+        return replace(self, liberties=True, held_out=held)
 
     def in_order(self, size: int) -> Iterator[tuple[torch.Tensor, ...]]:
         """Every position once, in order, ``size`` at a time, untransformed (`batch`)."""
@@ -128,7 +134,8 @@ class PositionWindow:
             yield self.batch(np.arange(start, min(start + size, len(self))))
 
     def batch(self, rows: np.ndarray, syms: np.ndarray | None = None) -> tuple[torch.Tensor, ...]:
-        """``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` for ``rows``, and
+        """``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` for ``rows`` (23
+        planes with ``liberties``: derived after the transform, `tabula.features`), and
         ``full bool[B]`` after them when some rows of the window are not policy targets or the
         window has auxiliary targets, which follow: ``ownership int8[B, M]``, ``score
         float32[B]``, ``scored bool[B]``. With row weights (``weight``), ``weight float32[B]``
@@ -147,8 +154,9 @@ class PositionWindow:
             planes = np.empty_like(bits)
             pi = np.empty((B, M + 1), dtype=np.float32)
             _gather_symmetries(bits, self.pi, rows, syms, symmetry_permutations(N), planes, pi)
+        planes = planes.reshape(B, NUM_PLANES, N, N)
         out = (
-            torch.from_numpy(planes.reshape(B, NUM_PLANES, N, N)),
+            torch.from_numpy(with_liberties(planes) if self.liberties else planes),
             torch.from_numpy(pi),
             torch.from_numpy(self.z[rows]),
         )

@@ -39,6 +39,7 @@ from tabula.features import (
     inverse_symmetry,
     inverse_symmetry_permutations,
     symmetry_permutations,
+    with_liberties,
 )
 
 Precision = Literal["auto", "fp32", "bf16", "fastest"]
@@ -147,6 +148,7 @@ class Evaluator:
             raise ValueError(f"compile must be True, False or 'auto', got {compile!r}")
         self.device, self.bf16 = _resolve(device, "auto" if precision == "fastest" else precision)
         self.board_size = net.board_size
+        self.liberties = net.shape.liberties  # (the callers give 17 planes: `_inputs`)
         self.compiled = compile is True  # "auto" -> off: see the module docstring
         self._net = fold_batch_norm(net).to(self.device)
         self._net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
@@ -206,7 +208,7 @@ class Evaluator:
             raise EvaluatorInputError(
                 f"planes must have shape [B, {NUM_PLANES}, {n}, {n}], got {planes.shape}"
             )
-        x = torch.from_numpy(np.ascontiguousarray(planes)).to(self.device)
+        x = torch.from_numpy(self._inputs(planes)).to(self.device)
         x = x.to(torch.float32).contiguous(memory_format=torch.channels_last)
         bf16 = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16)
         with torch.inference_mode():
@@ -218,9 +220,14 @@ class Evaluator:
             outputs = (priors, values, ownership.float().clamp(-1.0, 1.0), score)
             return tuple(t.cpu().numpy() for t in outputs)  # type: ignore[return-value]
 
+    def _inputs(self, planes: np.ndarray) -> np.ndarray:
+        """What the network takes: the 17 planes, and the liberty planes derived from them
+        for a network that has them (`tabula.features.with_liberties`)."""
+        return with_liberties(planes) if self.liberties else np.ascontiguousarray(planes)
+
     def _run(self, planes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         b = planes.shape[0]
-        x = torch.from_numpy(np.ascontiguousarray(planes)).to(self.device)
+        x = torch.from_numpy(self._inputs(planes)).to(self.device)
         if self.compiled and _bucket(b) != b:
             x = torch.cat([x, x.new_zeros((_bucket(b) - b, *x.shape[1:]))])
         x = x.to(torch.float32).contiguous(memory_format=torch.channels_last)

@@ -30,12 +30,12 @@ from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from tabula.config import Config
-from tabula.features import NUM_PLANES
+from tabula.features import input_planes
 from tabula.go.coords import MAX_SIZE, MIN_SIZE
 
 #: A checkpoint's ``network`` entry: these ints always, these flags (as 1) only when set.
 SHAPE_KEYS = ("board_size", "blocks", "filters", "value_hidden")
-FLAG_KEYS = ("aux", "global_pooling")
+FLAG_KEYS = ("aux", "global_pooling", "liberties")
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ class NetworkShape:
 
     board_size: N, in [MIN_SIZE, MAX_SIZE]; blocks: residual blocks B >= 0; filters: F >= 1;
     value_hidden: the value head's hidden units (paper 256), >= 1; aux: the ownership and score
-    heads (KataGo); global_pooling: every second block a `GlobalPoolingBlock` (KataGo).
+    heads (KataGo); global_pooling: every second block a `GlobalPoolingBlock` (KataGo);
+    liberties: the input has the 6 liberty planes after the 17 (`tabula.features`).
     Raises ValueError for a shape no network has.
     """
 
@@ -55,6 +56,7 @@ class NetworkShape:
     value_hidden: int = 256
     aux: bool = False
     global_pooling: bool = False
+    liberties: bool = False
 
     def __post_init__(self) -> None:
         if not MIN_SIZE <= self.board_size <= MAX_SIZE:
@@ -70,7 +72,7 @@ class NetworkShape:
         """The shape ``cfg`` asks for: its board size and ``network`` section."""
         n = cfg.network
         return cls(cfg.rules.board_size, n.blocks, n.filters, n.value_hidden, n.aux_heads,
-                   n.global_pooling)  # fmt: skip
+                   n.global_pooling, n.liberties)  # fmt: skip
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> NetworkShape:
@@ -81,8 +83,8 @@ class NetworkShape:
         if bad:
             raise ValueError(f"the network entry must give ints for {SHAPE_KEYS} (not {bad})")
         board_size, blocks, filters, value_hidden = (int(entry[k]) for k in SHAPE_KEYS)
-        aux, pooling = (bool(entry.get(k, 0)) for k in FLAG_KEYS)
-        return cls(board_size, blocks, filters, value_hidden, aux, pooling)
+        aux, pooling, liberties = (bool(entry.get(k, 0)) for k in FLAG_KEYS)
+        return cls(board_size, blocks, filters, value_hidden, aux, pooling, liberties)
 
     def to_entry(self) -> dict[str, int]:
         """The checkpoint's ``network`` entry: the flags only when set, so that checkpoints
@@ -137,7 +139,8 @@ class GlobalPoolingBlock(ResidualBlock):
 class PolicyValueNet(nn.Module):
     """AlphaGo Zero's dual-head ResNet for an N x N board.
 
-    ``forward(x)`` takes ``x: float[B, 17, N, N]`` (the planes of ``tabula.features``) and
+    ``forward(x)`` takes ``x: float[B, C, N, N]`` (the planes of ``tabula.features``: C = 17,
+    or 23 with ``shape.liberties``, `input_planes`) and
     returns ``(logits: float[B, N*N + 1], value: float[B])``. Logits are unnormalised (apply
     softmax for p; index N*N is pass); value is tanh-squashed, in [-1, 1], from the side to move.
     Its `NetworkShape` is ``shape``.
@@ -160,7 +163,7 @@ class PolicyValueNet(nn.Module):
         self.board_size = board_size
         m = board_size * board_size
         self.stem = nn.Sequential(
-            nn.Conv2d(NUM_PLANES, filters, 3, padding=1, bias=False),
+            nn.Conv2d(input_planes(shape.liberties), filters, 3, padding=1, bias=False),
             nn.BatchNorm2d(filters),
             nn.ReLU(inplace=True),
         )
@@ -240,12 +243,13 @@ def make_network(
     value_hidden: int = 256,
     aux: bool = False,
     global_pooling: bool = False,
+    liberties: bool = False,
 ) -> PolicyValueNet:
     """A freshly initialised network whose weights depend only on ``seed`` (the "random" model).
 
     The global torch RNG is left untouched: initialisation runs inside a forked RNG state.
     """
-    shape = NetworkShape(board_size, blocks, filters, value_hidden, aux, global_pooling)
+    shape = NetworkShape(board_size, blocks, filters, value_hidden, aux, global_pooling, liberties)
     return seeded_network(shape, seed)
 
 

@@ -7,6 +7,16 @@ N x N from the side to move's view, ``uint8[17, N, N]``:
 - planes 8..15: the opponent's stones at the same times;
 - plane 16: all ones if black is to move, all zeros if white is.
 
+With ``network.liberties`` (ours, after KataGo's liberty inputs: Wu 2019, "Accelerating
+Self-Play Learning in Go", section 4.1), 6 planes follow, ``uint8[23, N, N]`` in all, each
+derived from planes 0 and 8 (the position now), so nothing else records them:
+
+- planes 17, 18, 19: the side to move's stones whose chain has 1, 2, or 3 and more liberties;
+- planes 20, 21, 22: the opponent's, likewise.
+
+A 3x3 convolution sees a liberty only next to a stone; a long chain's count would take a deep
+tower to rebuild, and a chain in atari is what a weak player misses (`with_liberties`).
+
 Times before the game start are empty boards (all-zero planes). The input is a stack of
 recent flat boards ``int8[8, M]``, most recent first (``Game.recent_boards()``), plus the
 colour to move (+1 black, -1 white).
@@ -40,6 +50,12 @@ from numba import njit
 NUM_PLANES = 17
 HISTORY = 8  # board positions per player in the input (t .. t-7)
 NUM_SYMMETRIES = 8
+LIBERTY_PLANES = 6  # 1, 2, >= 3 liberties, for each side
+
+
+def input_planes(liberties: bool) -> int:
+    """How many planes a network takes: 17, or 23 with the liberty planes."""
+    return NUM_PLANES + (LIBERTY_PLANES if liberties else 0)
 
 
 @njit(cache=True, nogil=True)
@@ -72,6 +88,68 @@ def planes(recent: np.ndarray, color: int) -> np.ndarray:
     out[:HISTORY] = boards == color
     out[HISTORY : 2 * HISTORY] = boards == -color
     out[2 * HISTORY] = 1 if color > 0 else 0
+    return out
+
+
+@njit(cache=True, nogil=True)
+def fill_liberty_planes(planes: np.ndarray, out: np.ndarray) -> None:
+    """Write the 6 liberty planes of each position of ``planes`` (uint8[B, >= 9, N, N], planes
+    0 and 8 its stones now) into ``out`` (uint8[B, 6, N, N]): the module docstring's planes 17
+    to 22. One flood fill a chain; a chain without a liberty (no legal position has one) is
+    left out."""
+    B, N = planes.shape[0], planes.shape[2]
+    M = N * N
+    seen = np.zeros(M, np.int64)  # == the current (board, side) stamp: in a chain found
+    counted = np.zeros(M, np.int64)  # == the current chain's stamp: a liberty it has
+    stack = np.empty(M, np.int64)
+    chain = np.empty(M, np.int64)
+    board, found = 0, 0
+    out[:] = 0
+    for b in range(B):
+        for side in range(2):
+            plane = side * HISTORY
+            board += 1
+            for start in range(M):
+                if planes[b, plane, start // N, start % N] == 0 or seen[start] == board:
+                    continue
+                found += 1
+                seen[start] = board
+                stack[0], top, size, libs = start, 1, 0, 0
+                while top > 0:
+                    top -= 1
+                    p = stack[top]
+                    chain[size] = p
+                    size += 1
+                    r, c = p // N, p % N
+                    for k in range(4):
+                        rr = r + (k == 1) - (k == 0)
+                        cc = c + (k == 3) - (k == 2)
+                        if rr < 0 or rr >= N or cc < 0 or cc >= N:
+                            continue
+                        q = rr * N + cc
+                        if planes[b, plane, rr, cc]:
+                            if seen[q] != board:
+                                seen[q] = board
+                                stack[top] = q
+                                top += 1
+                        elif planes[b, HISTORY - plane, rr, cc] == 0 and counted[q] != found:
+                            counted[q] = found
+                            libs += 1
+                if libs == 0:
+                    continue
+                level = side * 3 + min(libs, 3) - 1
+                for j in range(size):
+                    out[b, level, chain[j] // N, chain[j] % N] = 1
+
+
+def with_liberties(planes: np.ndarray) -> np.ndarray:
+    """``planes`` (uint8, float32 or bool [B, 17, N, N]) with the 6 liberty planes after them:
+    uint8[B, 23, N, N] (the module docstring)."""
+    stones = np.ascontiguousarray(planes, dtype=np.uint8)
+    b, _, n, _ = stones.shape
+    out = np.empty((b, NUM_PLANES + LIBERTY_PLANES, n, n), dtype=np.uint8)
+    out[:, :NUM_PLANES] = stones
+    fill_liberty_planes(stones, out[:, NUM_PLANES:])
     return out
 
 

@@ -236,6 +236,7 @@ def _fit(
         aux=cfg.network.aux_heads,
         holdout_games=spec.holdout_games,
     )  # every shard validated before anything else happens
+    window = window.with_liberties() if cfg.network.liberties else window
     steps = spec.steps_on(window.latest, t.batch_size)
     log_every = min(LOG_EVERY_N_STEPS, steps)  # a short stage logs one point at least
     initial = _initial(cfg, init)

@@ -128,6 +128,12 @@ class NetworkConfig(_Section):
         " max) over the board from a quarter of its channels (KataGo, Wu 2019: 1.6x less"
         " compute); not in the paper.",
     )
+    liberties: bool = Field(
+        default=False,
+        description="6 input planes after the paper's 17: each side's stones whose chain has"
+        " 1, 2, or 3 and more liberties, derived from the position (KataGo's liberty inputs,"
+        " Wu 2019; `tabula.features`); not in the paper.",
+    )
 
 
 class SearchConfig(_Section):

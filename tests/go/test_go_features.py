@@ -1,4 +1,4 @@
-"""The 17 input planes and the 8 dihedral symmetries."""
+"""The 17 input planes, the 6 liberty planes and the 8 dihedral symmetries."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from tabula.features import (
     planes,
     symmetry_permutations,
     transform_move,
+    with_liberties,
 )
 from tabula.go import Game
 from tests.helpers.go import random_game
@@ -123,3 +124,62 @@ def test_features_of_a_transformed_game_are_the_transformed_features(N: int) -> 
 def test_bad_symmetry_index_raises() -> None:
     with pytest.raises(ValueError, match="0..7"):
         inverse_symmetry(8)
+
+
+def _chain_liberties(own: np.ndarray, opp: np.ndarray) -> np.ndarray:
+    """The 6 liberty planes by a plain flood fill over sets (the reference)."""
+    N = own.shape[0]
+    out = np.zeros((6, N, N), np.uint8)
+    for side, (mine, theirs) in enumerate(((own, opp), (opp, own))):
+        seen: set[tuple[int, int]] = set()
+        for start in zip(*np.nonzero(mine), strict=True):
+            if start in seen:
+                continue
+            chain, liberties, todo = [], set(), [start]
+            seen.add(start)
+            while todo:
+                r, c = todo.pop()
+                chain.append((r, c))
+                for q in ((r + 1, c), (r - 1, c), (r, c + 1), (r, c - 1)):
+                    if not (0 <= q[0] < N and 0 <= q[1] < N):
+                        continue
+                    if mine[q] and q not in seen:
+                        seen.add(q)
+                        todo.append(q)
+                    elif not mine[q] and not theirs[q]:
+                        liberties.add(q)
+            for point in chain:
+                out[(side * 3 + min(len(liberties), 3) - 1, *point)] = 1
+    return out
+
+
+@pytest.mark.parametrize("N", SIZES)
+def test_liberty_planes_match_a_flood_fill_through_random_games(N: int) -> None:
+    rng = np.random.default_rng(100 + N)
+    positions = []
+    for _ in range(4 if N < 19 else 1):
+        game, replay = random_game(N, rng), Game(N)
+        for color, move in game.history:
+            replay.play(move, color)
+            positions.append(replay.features())
+    stack = np.stack(positions)
+    got = with_liberties(stack)
+    assert got.shape == (len(stack), 23, N, N) and (got[:, :17] == stack).all()
+    for f, libs in zip(stack, got[:, 17:], strict=True):
+        assert (libs == _chain_liberties(f[0], f[8])).all()
+        assert libs.sum() == f[0].sum() + f[8].sum()  # every stone in exactly one plane
+    assert got[:, [17, 20]].any() and got[:, [19, 22]].any()  # ataris and safe chains both seen
+    for k in range(8):  # derived from the position, so they turn with it
+        assert (with_liberties(apply_planes(k, stack)) == apply_planes(k, got)).all()
+
+
+def test_liberty_planes_of_a_small_position() -> None:
+    g = Game(5)
+    for move in (0, 1, 12, 24):  # black A5, white B5 (A5 in atari), black C3, white E1
+        g.play(move)
+    libs = with_liberties(g.features()[None])[0, 17:]  # black to move
+    own, opp = libs[:3].reshape(3, 25), libs[3:].reshape(3, 25)
+    assert np.flatnonzero(own[0]).tolist() == [0]  # A5: one liberty left
+    assert np.flatnonzero(own[2]).tolist() == [12]  # C3: four
+    assert np.flatnonzero(opp[1]).tolist() == [1, 24]  # B5 and E1: two each
+    assert with_liberties(np.zeros((2, 17, 5, 5), np.float32))[:, 17:].sum() == 0

@@ -35,7 +35,9 @@ def _refusal(path: Path, **kw: object) -> str:
     return msg
 
 
-@pytest.mark.parametrize("options", [{}, {"aux": True, "global_pooling": True}])
+@pytest.mark.parametrize(
+    "options", [{}, {"aux": True, "global_pooling": True}, {"liberties": True}]
+)
 def test_round_trip_is_bit_identical(tmp_path: Path, options: dict[str, bool]) -> None:
     net = make_network(9, 2, 8, seed=3, value_hidden=16, **options)
     net.stem[1].running_var.mul_(2.0)

@@ -21,7 +21,7 @@ from model.datamodule import (
     synthetic_records,
 )
 from model.shards import ShardError, pack_planes, read_shard, write_shard
-from tabula.features import apply_planes, apply_policy, transform_move
+from tabula.features import apply_planes, apply_policy, transform_move, with_liberties
 
 
 def _shards(
@@ -253,6 +253,20 @@ def test_held_out_games_are_the_newest_and_never_in_the_window(tmp_path: Path) -
     rows = {row.tobytes() for row in window.pi}
     assert not any(row.tobytes() in rows for row in held.pi)
     assert load_window([tmp_path], 5, window_games=10).held_out is None
+
+
+def test_liberty_planes_follow_the_17_in_every_batch_the_held_out_ones_too(tmp_path: Path) -> None:
+    _shards(tmp_path)
+    plain = load_window([tmp_path], 5, window_games=10, holdout_games=3)
+    window = plain.with_liberties()
+    rows, syms = np.arange(12), np.arange(12) % 8
+    for got, base in ((window, plain), (window.held_out, plain.held_out)):
+        assert got is not None and base is not None
+        planes, *rest = got.batch(rows, syms)
+        expected, *same = base.batch(rows, syms)
+        assert planes.shape == (12, 23, 5, 5)
+        assert torch.equal(planes, torch.from_numpy(with_liberties(expected.numpy())))
+        assert all(torch.equal(a, b) for a, b in zip(rest, same, strict=True))
 
 
 def test_row_weights_come_last_in_a_batch_only_when_some_row_has_one(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from model.evaluator import (
     transform_policy,
 )
 from model.network import NetworkShape, PolicyValueNet, make_network, weights_sha256
-from tabula.features import symmetry_permutations
+from tabula.features import symmetry_permutations, with_liberties
 
 
 class SymmetrisedNet(PolicyValueNet):
@@ -62,6 +62,19 @@ def test_matches_the_plain_network_for_uint8_and_float32() -> None:
         priors, values = ev(x)
         np.testing.assert_allclose(priors, torch.softmax(logits, 1).numpy(), atol=1e-5)
         np.testing.assert_allclose(values, value.numpy(), atol=1e-5)
+
+
+def test_a_network_with_liberty_planes_gets_them_from_the_17() -> None:
+    net = make_network(7, 1, 8, seed=2, liberties=True).eval()
+    planes = _planes(5, 7, 2)
+    planes[:, 8] &= 1 - planes[:, 0]  # (no point holds both colours)
+    with torch.no_grad():
+        logits, value = net(torch.from_numpy(with_liberties(planes)).float())
+    priors, values = _fp32(net)(planes)  # the search's 17 planes
+    np.testing.assert_allclose(priors, torch.softmax(logits, 1).numpy(), atol=1e-5)
+    np.testing.assert_allclose(values, value.numpy(), atol=1e-5)
+    with pytest.raises(EvaluatorInputError, match="17"):
+        _fp32(net)(with_liberties(planes))
 
 
 def test_callers_network_is_left_alone() -> None:
