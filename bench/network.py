@@ -7,7 +7,8 @@ Two shapes: the 9x9 6-block 64-filter net at batch 128 and the quick-start 9x9 4
 four first measured), and what ``model.evaluator.Evaluator`` does: BN folded into the convs +
 channels_last (fp32 and compiled), plus the full ``Evaluator`` call with its numpy round trip and
 random symmetries. Then the architecture options of the quick-start shape (``ARCHITECTURES``, the
-laptop preset) through the ``Evaluator``, side by side. Paths are timed in interleaved rounds and
+laptop preset) through the ``Evaluator``, side by side, per wall second and per CPU-second of
+this process (which a shared machine does not move). Paths are timed in interleaved rounds and
 the median is reported, so load from other processes hits every path alike. Compile times are
 reported beside the throughput.
 """
@@ -77,20 +78,28 @@ def build_paths(n: int, blocks: int, filters: int, batch: int, compile_: bool) -
     return paths
 
 
-def measure(paths: dict, batch: int, rounds: int, seconds: float) -> dict[str, float]:
-    """Median positions/s per path over ``rounds`` interleaved rounds of ~``seconds`` each."""
+def measure(
+    paths: dict, batch: int, rounds: int, seconds: float, cpu: dict[str, float] | None = None
+) -> dict[str, float]:
+    """Median positions/s per path over ``rounds`` interleaved rounds of ~``seconds`` each;
+    with ``cpu``, also the median positions per CPU-second of this process into it (what
+    other processes on a shared machine cannot move, unlike the wall rate)."""
     rates: dict[str, list[float]] = {name: [] for name in paths}
+    per_cpu: dict[str, list[float]] = {name: [] for name in paths}
     with torch.inference_mode():
         for run, _ in paths.values():  # warm-up: allocator, oneDNN primitive caches
             for _ in range(3):
                 run()
         for _ in range(rounds):
             for name, (run, _) in paths.items():
-                t0, calls = time.perf_counter(), 0
+                t0, c0, calls = time.perf_counter(), time.process_time(), 0
                 while (elapsed := time.perf_counter() - t0) < seconds:
                     run()
                     calls += 1
                 rates[name].append(calls * batch / elapsed)
+                per_cpu[name].append(calls * batch / max(time.process_time() - c0, 1e-9))
+    if cpu is not None:
+        cpu.update({name: statistics.median(r) for name, r in per_cpu.items()})
     return {name: statistics.median(r) for name, r in rates.items()}
 
 
@@ -155,17 +164,21 @@ def main() -> None:
                 }
             )
         console.print(table)
-    rates = measure(architecture_paths(), 256, args.rounds, args.seconds)
-    base = rates[ARCHITECTURES[0][0]]
+    cpu: dict[str, float] = {}
+    rates = measure(architecture_paths(), 256, args.rounds, args.seconds, cpu)
+    first = ARCHITECTURES[0][0]
+    base, cpu_base = rates[first], cpu[first]
     table = Table(
         title=f"architectures, 9x9 batch 256 through the Evaluator, {args.threads} threads"
     )
-    for col in ("architecture", "positions/s", "x quick start"):
+    for col in ("architecture", "positions/s", "x quick start", "per CPU-s", "x quick start"):
         table.add_column(col, justify="left" if col == "architecture" else "right")
     for name, rate in rates.items():
-        table.add_row(name, f"{rate:,.0f}", f"{rate / base:.2f}")
+        table.add_row(name, f"{rate:,.0f}", f"{rate / base:.2f}", f"{cpu[name]:,.0f}",
+                      f"{cpu[name] / cpu_base:.2f}")  # fmt: skip
         results.append({"shape": "architectures", "path": name, "positions_per_s": rate,
-                        "ratio_to_quick_start": rate / base})  # fmt: skip
+                        "ratio_to_quick_start": rate / base, "positions_per_cpu_s": cpu[name],
+                        "cpu_ratio_to_quick_start": cpu[name] / cpu_base})  # fmt: skip
     console.print(table)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
