@@ -28,6 +28,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from bench.provenance import commit, machine
 from model.evaluator import Evaluator
 from model.network import fold_batch_norm, make_network
 from tabula.features import NUM_PLANES
@@ -183,6 +184,8 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         meta = {
+            **commit(Path(__file__).resolve().parents[1]),  # which code, and which CPU:
+            **machine(),
             "threads": args.threads,
             "torch": torch.__version__,
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),

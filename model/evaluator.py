@@ -148,7 +148,6 @@ class Evaluator:
             raise ValueError(f"compile must be True, False or 'auto', got {compile!r}")
         self.device, self.bf16 = _resolve(device, "auto" if precision == "fastest" else precision)
         self.board_size = net.board_size
-        self.liberties = net.shape.liberties  # (the callers give 17 planes: `_inputs`)
         self.compiled = compile is True  # "auto" -> off: see the module docstring
         self._net = fold_batch_norm(net).to(self.device)
         self._net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
@@ -223,7 +222,8 @@ class Evaluator:
     def _inputs(self, planes: np.ndarray) -> np.ndarray:
         """What the network takes: the 17 planes, and the liberty planes derived from them
         for a network that has them (`tabula.features.with_liberties`)."""
-        return with_liberties(planes) if self.liberties else np.ascontiguousarray(planes)
+        liberties = self._net.shape.liberties  # (the callers give 17 planes)
+        return with_liberties(planes) if liberties else np.ascontiguousarray(planes)
 
     def _run(self, planes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         b = planes.shape[0]

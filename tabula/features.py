@@ -145,11 +145,10 @@ def fill_liberty_planes(planes: np.ndarray, out: np.ndarray) -> None:
 def with_liberties(planes: np.ndarray) -> np.ndarray:
     """``planes`` (uint8, float32 or bool [B, 17, N, N]) with the 6 liberty planes after them:
     uint8[B, 23, N, N] (the module docstring)."""
-    stones = np.ascontiguousarray(planes, dtype=np.uint8)
-    b, _, n, _ = stones.shape
+    b, _, n, _ = planes.shape
     out = np.empty((b, NUM_PLANES + LIBERTY_PLANES, n, n), dtype=np.uint8)
-    out[:, :NUM_PLANES] = stones
-    fill_liberty_planes(stones, out[:, NUM_PLANES:])
+    out[:, :NUM_PLANES] = planes  # (cast to uint8 once; the fill reads its planes 0 and 8)
+    fill_liberty_planes(out, out[:, NUM_PLANES:])
     return out
 
 
