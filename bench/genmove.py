@@ -41,7 +41,7 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
-TABULA = [sys.executable, "-c", "import cli; cli.app()"]
+TABULA = [sys.executable, "-c", "import cli; cli.main()"]
 
 
 @dataclass(frozen=True)

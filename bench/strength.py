@@ -126,7 +126,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BUDGETS = {"quick": 0.2, "1ch": 1.0, "4ch": 4.0}
 # The CLI of this checkout (not the installed entry point), so a benchmark run from a git
 # worktree trains with that worktree's code.
-TABULA = [sys.executable, "-c", "import cli; cli.app()"]
+TABULA = [sys.executable, "-c", "import cli; cli.main()"]
 
 
 def budget_core_hours(text: str) -> float:

@@ -1,6 +1,7 @@
 """The `tabula` command and everything a person sees.
 
-- `cli.app`: the Typer app (``tabula = "cli:app"``) and its commands, in order;
+- `cli.app`: the Typer app and its commands, in order, and `main`, the `tabula` command
+  (``tabula = "cli:main"``);
 - `cli.games`: ``gtp``, ``selfplay``, ``match``, ``gate``, ``elo``: playing games and rating them;
 - `cli.networks`: ``init-model`` and ``train``: making a network;
 - `cli.pipeline`: ``run``, ``status``, ``ui``: a run of the pipeline, and watching it;
@@ -11,6 +12,6 @@
   empty project (tests, benchmarks).
 """
 
-from cli.app import app
+from cli.app import app, main
 
-__all__ = ["app"]
+__all__ = ["app", "main"]

@@ -25,7 +25,7 @@ import os
 import typer
 
 from cli import cluster, games, networks, pipeline, reproducing
-from cli.common import QUIET_DEFAULTS
+from cli.common import EXIT_GRACE_S, INTERRUPTED, QUIET_DEFAULTS, exit_within
 
 app = typer.Typer(
     name="tabula",
@@ -53,3 +53,15 @@ app.add_typer(reproducing.stage_app, name="stage")
 app.command()(reproducing.reproduce)
 app.command()(reproducing.push)
 app.add_typer(cluster.app, name="cluster")
+
+
+def main() -> None:
+    """The `tabula` command (``tabula = "cli:main"``): the app, in a process that ends once an
+    interrupt (Ctrl-C, SIGTERM) has stopped the command, within ``EXIT_GRACE_S`` whatever its
+    threads are doing (`cli.common.exit_within`)."""
+    try:
+        app()
+    except SystemExit as done:
+        if done.code == INTERRUPTED:
+            exit_within(EXIT_GRACE_S, INTERRUPTED)
+        raise

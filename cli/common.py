@@ -1,12 +1,16 @@
 """What every `tabula` command shares: the ``--config``/``--set`` options and the config they
 name (`config_from`), one-line errors (`expected_errors`, `one_line_console_errors`), Ctrl-C and
-SIGTERM as an interrupt that sticks (`interrupt_on_signals`), and the project folder
-(`project_dir`, the working directory)."""
+SIGTERM as an interrupt that sticks (`interrupt_on_signals`) and a process that ends after one
+(`exit_within`), and the project folder (`project_dir`, the working directory)."""
 
 from __future__ import annotations
 
+import faulthandler
 import logging
+import os
 import signal
+import sys
+import threading
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -51,6 +55,34 @@ def interrupt_on_signals() -> None:
         signal.signal(signal.SIGINT, interrupt)
 
 
+#: The exit code of a command stopped by an interrupt (a shell's, for SIGINT).
+INTERRUPTED = 130
+#: After an interrupt, the seconds the interpreter may take to end (join its threads, run its
+#: exit handlers) before the process ends itself (`exit_within`).
+EXIT_GRACE_S = 30.0
+
+
+def exit_within(seconds: float, code: int) -> None:
+    """End the process with ``code`` if it is still alive ``seconds`` from now, after printing
+    the stacks of its threads (a daemon timer).
+
+    An interrupt raises KeyboardInterrupt wherever the main thread happens to be, which can
+    leave a lock taken (a logging handler's, say); a thread that then waits for that lock keeps
+    the interpreter's exit, which joins every thread, waiting for ever, and a scheduler's
+    SIGTERM would leave the process behind. When a command has exited, there is nothing left
+    to finish: a run has ended its MLflow runs and released its lock."""
+
+    def overdue() -> None:
+        sys.stderr.write(f"tabula: still exiting {seconds:g} s after the interrupt; its threads:\n")
+        sys.stderr.flush()
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        os._exit(code)
+
+    timer = threading.Timer(seconds, overdue)
+    timer.daemon = True
+    timer.start()
+
+
 def _fail(message: str, code: int = 2) -> None:
     typer.echo(f"tabula: {message}", err=True)
     raise typer.Exit(code)
@@ -78,7 +110,7 @@ def expected_errors(func: Callable[..., Any]) -> Callable[..., Any]:
                 code=1,
             )
         except KeyboardInterrupt:
-            _fail("interrupted", code=130)
+            _fail("interrupted", code=INTERRUPTED)
 
     return wrapper
 

@@ -3,6 +3,11 @@ bug keeps its traceback, a ValueError from deep inside a library included."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+import time
+
 import numpy as np
 import typer
 from typer.testing import CliRunner
@@ -47,6 +52,49 @@ def test_a_missing_file_is_one_line_and_a_full_disk_exit_1() -> None:
     assert missing.stderr == "tabula: [Errno 2] No such file or directory\n"
     full = _command_raising(OSError(28, "No space left on device"))
     assert full.exit_code == 1 and full.stderr.startswith("tabula: [Errno 28] No space left")
+
+
+#: A `tabula` process (`cli.main`) with one more command, ``stop``: it starts a thread (one that
+#: never ends when argv[1] is "stuck") and is interrupted, as Ctrl-C or SIGTERM would.
+_INTERRUPTED_COMMAND = textwrap.dedent(
+    """
+    import sys, threading
+    from cli import app, main
+    from cli.common import expected_errors
+
+    sys.modules["cli.app"].EXIT_GRACE_S = 2.0
+    forever = sys.argv.pop(1) == "stuck"
+
+    @app.command()
+    @expected_errors
+    def stop() -> None:
+        waiting = threading.Event()
+        threading.Thread(target=waiting.wait, args=(None if forever else 0.1,)).start()
+        raise KeyboardInterrupt
+
+    main()
+    """
+)
+
+
+def _interrupted(thread: str) -> tuple[int, str, float]:
+    started = time.monotonic()
+    argv = [sys.executable, "-c", _INTERRUPTED_COMMAND, thread, "stop"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    return done.returncode, done.stderr, time.monotonic() - started
+
+
+def test_an_interrupted_command_ends_though_a_thread_never_does() -> None:
+    """The interpreter's exit joins every thread: one waiting for ever (for a lock the interrupt
+    left taken) would keep the process alive; `cli.main` ends it after its grace, with the
+    stacks of its threads."""
+    code, stderr, _ = _interrupted("stuck")
+    assert code == 130
+    assert stderr.startswith("tabula: interrupted\ntabula: still exiting 2 s after the interrupt")
+    assert "in wait" in stderr  # the stuck thread's stack
+    code, stderr, seconds = _interrupted("ends")  # a thread that ends: no wait for the grace
+    assert (code, stderr) == (130, "tabula: interrupted\n")
+    assert seconds < 30
 
 
 def test_usage_error_is_also_a_value_error() -> None:
