@@ -320,7 +320,7 @@ def rate_config(
             continue
         matches[i] = climb(player, spec, args.games, cfg, store, seed=i)
     deep = None
-    if args.deep_simulations and play and done:  # the champion again, searching deeper
+    if args.deep_simulations and args.deep_games and play and done:  # searching deeper
         deep_cfg = _rating_config(layout, name, args.deep_simulations)
         spec = f"mcts:{layout.model(best_i)}@{args.deep_simulations}"
         deep = {
@@ -441,7 +441,7 @@ def main() -> None:
     for row in rows:
         row["extrapolation"] = extrapolate(row, anchors)
     console.print(table(rows, args.budget, args.simulations))
-    if args.deep_simulations:
+    if args.deep_simulations and args.deep_games:  # (0 games: no deeper ladder)
         console.print(deep_table(rows, args.budget, args.deep_simulations))
     if pairs:
         console.print(pairs_table(pairs, args.simulations))
