@@ -2,8 +2,8 @@
 
 Usage: ``python -m bench.strength [--budget quick|1ch|4ch|HOURS] [--configs paper,default]
 [--resume] [--games 100] [--curve-games 40] [--points 6] [--simulations 64]
-[--deep-simulations 400] [--deep-games 100] [--h2h-games 100] [--search-games 100] [--json PATH]
-[--png PATH]``
+[--deep-simulations 400] [--deep-games 100] [--h2h-games 100] [--search-games 100]
+[--search-set KEY=VALUE ...] [--json PATH] [--png PATH]``
 
 For each config in turn: a stand-in user repository, then ONE budgeted run, ``tabula run
 --core-hours BUDGET``, as a user would make it: the run counts the CPU-seconds of its processes
@@ -23,7 +23,9 @@ Then the champions of every pair of configs play ``--h2h-games`` games against e
 while GnuGo wins every game, that is the only measure of which config learned more. Last, each
 champion searching ``--deep-simulations`` plays itself at ``--simulations``, ``--search-games``
 games (0: none): whether search pays, which it does only where the value head ranks positions
-under good play (the goal: the deeper search wins at least 70%).
+under good play (the goal: the deeper search wins at least 70%). ``--search-set KEY=VALUE``
+changes the deeper side's config alone (``search.gumbel_c_scale=0.03``, say), in a match of its
+own: how the evaluation search's settings are chosen.
 
 Ladder games (`bench/strength_games.py`) follow `bench/ladder.py`'s protocol: komi 7.5,
 Tromp-Taylor scoring, GnuGo with ``--chinese-rules --positional-superko --capture-all-dead``,
@@ -82,6 +84,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -222,10 +225,13 @@ def _layout(work: Path, name: str) -> RunLayout:
     return RunLayout(work / "project", "data", f"strength-{name}")
 
 
-def _rating_config(layout: RunLayout, name: str, simulations: int) -> Config:
-    """The config a run's checkpoints play with: the run's own, at ``simulations``."""
+def _rating_config(
+    layout: RunLayout, name: str, simulations: int, changes: list[str] | None = None
+) -> Config:
+    """The config a run's checkpoints play with: the run's own, at ``simulations``, with
+    ``changes`` (``section.key=value``)."""
     params = layout.params if layout.params.exists() else ROOT / CONFIGS[name].file
-    return load_config(params, [f"evaluation.simulations={simulations}"])
+    return load_config(params, [f"evaluation.simulations={simulations}", *(changes or [])])
 
 
 def _spec(layout: RunLayout, i: int, args: argparse.Namespace) -> str:
@@ -267,26 +273,33 @@ def head_to_head(
 def search_pays(rows: list[dict[str, Any]], workdir: Path, args: argparse.Namespace) -> None:
     """Each config's champion at ``--deep-simulations`` against itself at ``--simulations``,
     ``--search-games`` games (seeded openings, colours swapped in pairs, both sides with the
-    run's own search), into its row as ``search_pays``: the deeper side's record."""
+    run's own search, the deeper side's changed by ``--search-set``), into its row as
+    ``search_pays``: the deeper side's record. Settings of the evaluation search are chosen by
+    this row: the same champion and budgets, one setting changed on the deeper side."""
+    changes = list(args.search_set or [])
     for row in rows:
         name, i = row["config"], row["champion"]
         layout = _layout(workdir / name, name)
         if not (layout.params.exists() and layout.model(i).exists()):
             continue
         cfg = _rating_config(layout, name, args.simulations)
+        deep_cfg = _rating_config(layout, name, args.simulations, changes)
         deep = f"mcts:{layout.model(i)}@{args.deep_simulations}"
+        label = "".join(f"-{re.sub(r'[^A-Za-z0-9._-]', '_', c)}" for c in changes)  # its own
         match = MatchSpec(
             (deep, _spec(layout, i, args)),
             args.search_games,
             seed=i,
-            match_id=f"{name}-{args.deep_simulations}-vs-{args.simulations}",
+            match_id=f"{name}-{args.deep_simulations}{label}-vs-{args.simulations}",
             store=workdir / "search-pays",
+            player_cfgs=(deep_cfg, cfg),
         )
         games = play_match(match, cfg)
         deeper = f"{layout.model_id(i)}@{args.deep_simulations}"  # (`tasks.players` names it)
         row["search_pays"] = {
             "simulations": [args.deep_simulations, args.simulations],
             "player": deeper,
+            "deeper_set": changes,
             **side_summary(games, deeper),
         }
 
@@ -405,6 +418,8 @@ def main() -> None:
                         help="games per pair of configs' champions (0: none)")  # fmt: skip
     parser.add_argument("--search-games", type=int, default=100,
                         help="each champion deeper against itself (0: none)")  # fmt: skip
+    parser.add_argument("--search-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a search-pays change, deeper side only")  # fmt: skip
     parser.add_argument("--workdir", type=Path, help="default bench/results/strength/BUDGET")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--png", type=Path, help="write the learning curve here")
