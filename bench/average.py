@@ -77,9 +77,13 @@ def refresh_batchnorm(net: PolicyValueNet, batches: list[torch.Tensor]) -> Polic
     return net.eval()
 
 
-def bn_batches(layout: RunLayout, iteration: int, board_size: int) -> list[torch.Tensor]:
-    """``BN_BATCHES`` batches of planes from iteration ``iteration``'s self-play shards."""
+def bn_batches(
+    layout: RunLayout, iteration: int, board_size: int, liberties: bool = False
+) -> list[torch.Tensor]:
+    """``BN_BATCHES`` batches of planes from iteration ``iteration``'s self-play shards (with
+    the liberty planes for a network that takes them)."""
     window = load_window([layout.selfplay(iteration)], board_size)
+    window = window.with_liberties() if liberties else window
     dm = ShardDataModule(window, BN_BATCH, BN_BATCHES, seed=0)
     return [batch[0] for batch in dm.train_dataloader()]
 
@@ -95,7 +99,7 @@ def averaged_checkpoint(layout: RunLayout, last: int, k: int, out: Path) -> Path
         net, metadata = load_checkpoint(layout.model(i))
         nets.append(net)
     net = average_weights(nets)
-    refresh_batchnorm(net, bn_batches(layout, last, net.board_size))
+    refresh_batchnorm(net, bn_batches(layout, last, net.board_size, net.shape.liberties))
     model_id = f"{layout.run}/avg-{k}-iter-{last:04d}"
     lineage = {
         "model_id": model_id,

@@ -433,7 +433,7 @@ def test_a_config_written_in_full_before_a_switch_existed_loads_as_it_ran() -> N
     }  # fmt: skip
     partial = parse_config("search:\n  simulations: 32\nnetwork:\n  blocks: 2\n")
     assert partial.search.algorithm == "gumbel" and partial.network.aux_heads
-    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 4
+    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 5
     assert parse_config(dump_config(frozen)) == frozen  # the dump says format 1
 
 
@@ -478,12 +478,25 @@ def test_a_run_frozen_in_format_3_keeps_the_papers_learning_rates() -> None:
         assert load_config(ROOT / "configs" / preset).training.lr_values == [0.01, 0.001, 0.0001]
 
 
+def test_a_run_frozen_in_format_4_keeps_the_17_planes() -> None:
+    """A params.yaml of format 4 (every run frozen before the liberty planes) leaves
+    ``network.liberties`` out: its networks take the 17 planes, as they did, so it resumes
+    from its checkpoints; today's quick start takes the liberty planes, the paper's presets not."""
+    data = yaml.safe_load(dump_config(load_config(None)))
+    del data["network"]["liberties"]
+    data["pipeline"]["config_version"] = 4
+    assert parse_config(yaml.safe_dump(data)).network.liberties is False
+    assert load_config(None).network.liberties is True
+    for preset in ("9x9.yaml", "19x19-paper.yaml"):
+        assert load_config(ROOT / "configs" / preset).network.liberties is False
+
+
 def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() -> None:
     """Every dump and preset says ``pipeline.config_version``: a copy of a preset with a switch
     deleted gets today's default; a file that says format 1 gets what format 1 ran with; a
     format from a newer tabula is refused with one line."""
     data = yaml.safe_load(dump_config(load_config(None)))
-    assert data["pipeline"]["config_version"] == 4
+    assert data["pipeline"]["config_version"] == 5
     del data["search"]["algorithm"], data["evaluation"]["gating"]
     today = parse_config(yaml.safe_dump(data))
     assert today.search.algorithm == "gumbel" and today.evaluation.gating is False
@@ -491,13 +504,13 @@ def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() ->
     assert old.search.algorithm == "puct" and old.network.aux_heads is False
     assert old.search.simulations == 32 and old.pipeline.config_version == 1
     for path in PRESETS:
-        assert load_config(path).pipeline.config_version == 4, path.name
+        assert load_config(path).pipeline.config_version == 5, path.name
     newer = "new.yaml: pipeline.config_version: written by a newer tabula: this one reads formats "
-    for text in ("pipeline:\n  config_version: 5\n",
-                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 5\n"):  # fmt: skip
+    for text in ("pipeline:\n  config_version: 6\n",
+                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 6\n"):  # fmt: skip
         with pytest.raises(ConfigError) as e:
             parse_config(text, source="new.yaml")
-        assert str(e.value) == newer + "up to 4 (got 5)"
+        assert str(e.value) == newer + "up to 5 (got 6)"
     for text, key in [
         ("pipeline:\n  config_version: true\n", "pipeline.config_version"),
         ("pipeline:\n  config_version: 1.0\n", "pipeline.config_version"),

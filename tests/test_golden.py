@@ -127,6 +127,7 @@ def test_seeded_training_checkpoint_is_unchanged(tmp_path: Path) -> None:
             "training.deterministic=true",
             "training.bf16=false",  # as recorded (the default then; now "auto")
             "network.aux_heads=false",  # as recorded (the default then)
+            "network.liberties=false",  # as recorded (the default then)
             "training.value_target_mix=0.0",
         ],
     )

@@ -28,17 +28,18 @@ ALWAYS_WRITTEN = {
     "evaluation": ("gating_games", "gating_threshold", "simulations"),
     "pipeline": ("name", "iterations", "seed"),
 }
-#: The format of the configs this version writes (``pipeline.config_version``): 4 since the
+#: The format of the configs this version writes (``pipeline.config_version``): 5 since the
+#: quick start's network takes the liberty planes, 4 since the
 #: default learning rate is three times the paper's, 3 since the
 #: default took KataGo's playout caps as KataGo runs them, 2 since the quick start took the
 #: laptop preset's settings (docs/configuration.md); 1 before, when no file said its format.
-CONFIG_VERSION = 4
+CONFIG_VERSION = 5
 #: Per older format, the fields whose default changed when the next format came, and what a file
 #: of that format meant by leaving them out. Format 1 (2 to come): the search's early passes and
 #: own-eye fills (allowed until these switches came, off by default since), and the switches
 #: whose defaults changed when the quick start took the laptop preset's settings. Format 2 (3 to
 #: come): the playout caps' fast searches noisy and recorded, and `steps` every iteration. Format
-#: 3 (4 to come): the paper's learning rates.
+#: 3 (4 to come): the paper's learning rates. Format 4 (5 to come): the 17 planes of stones alone.
 CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     1: {
         ("search", "early_pass"): True,
@@ -56,6 +57,9 @@ CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     },
     3: {
         ("training", "lr_values"): [0.01, 0.001, 0.0001],
+    },
+    4: {
+        ("network", "liberties"): False,
     },
 }
 

@@ -129,10 +129,11 @@ class NetworkConfig(_Section):
         " compute); not in the paper.",
     )
     liberties: bool = Field(
-        default=False,
+        default=True,
         description="6 input planes after the paper's 17: each side's stones whose chain has"
         " 1, 2, or 3 and more liberties, derived from the position (KataGo's liberty inputs,"
-        " Wu 2019; `tabula.features`); not in the paper.",
+        " Wu 2019; `tabula.features`); not in the paper. On in the quick start since the"
+        " screening `libs` (docs/strength.md).",
     )
 
 

@@ -21,7 +21,7 @@ from model.checkpoint import load_checkpoint
 from model.files import file_sha256
 from model.network import weights_sha256
 from tabula.errors import UsageError
-from tabula.features import NUM_PLANES
+from tabula.features import input_planes
 from tasks import tracking
 from tasks.run.layout import RunLayout
 from tasks.run.markers import champion
@@ -91,7 +91,8 @@ def test_the_champion_loads_as_an_mlflow_pytorch_model(store, tmp_path, monkeypa
     path, _ = tracking.resolve_model(f"models:/tabula-{RUNS[1]}@champion", uri, project, tmp_path)
     assert file_sha256(path) == file_sha256(layout.model(1))
     net, _ = load_checkpoint(path)
-    x = torch.from_numpy(np.random.default_rng(0).random((5, NUM_PLANES, 5, 5), np.float32))
+    planes = input_planes(net.shape.liberties)  # (23 with the liberty planes: the quick start's)
+    x = torch.from_numpy(np.random.default_rng(0).random((5, planes, 5, 5), np.float32))
     with torch.no_grad():
         expected, got = net.forward_aux(x), loaded(x)
     assert torch.allclose(got[0], expected[0], atol=1e-6)
@@ -112,7 +113,7 @@ for name in ("tabula", "model", "tasks", "flows", "cli"):
     assert importlib.util.find_spec(name) is None, name
 import mlflow.pytorch, torch
 net = mlflow.pytorch.load_model(sys.argv[1])
-policy, value, ownership, score = net(torch.zeros(2, 17, 5, 5))
+policy, value, ownership, score = net(torch.zeros(2, 23, 5, 5))  # 17 + 6 liberty planes
 print(tuple(policy.shape), tuple(value.shape), tuple(ownership.shape), tuple(score.shape))
 """
 

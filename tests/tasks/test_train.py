@@ -116,7 +116,8 @@ def test_resume_continues_global_step_momentum_and_schedule(
 def test_an_exported_model_starts_weights_and_schedule_at_its_step(
     cfg, data: Path, tmp_path: Path
 ) -> None:
-    net = make_network(N, 1, 8, seed=3, value_hidden=16, aux=cfg.network.aux_heads)
+    net = make_network(N, 1, 8, seed=3, value_hidden=16, aux=cfg.network.aux_heads,
+                       liberties=cfg.network.liberties)  # fmt: skip
     start = save_checkpoint(tmp_path / "init.pt", net, {"global_step": 6})
     result = _stage(cfg, data, tmp_path / "x", init=start, steps=2)
     assert result.global_step == 8
