@@ -254,6 +254,12 @@ CONFIGS = {
         "default with 6 liberty planes after the 17 (1, 2, >= 3 liberties for each side's"
         " chains; KataGo's liberty inputs, Wu 2019)",
     ),
+    "grow": _screening(
+        ("network.grow=[[60,6],[120,8]]",),
+        "default whose 4 x 32 network grows to 6 blocks at iteration 60 and 8 at iteration 120,"
+        " each new block starting as the identity (KataGo grew b6 -> b10 -> b15 during its"
+        " runs; Net2Net, Chen et al. 2016); for a 4 core-hour screening against the fixed net",
+    ),
     "laptop": Entry(
         "configs/9x9-laptop.yaml",
         (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION),

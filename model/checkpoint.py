@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from model.files import atomic_file
-from model.network import NetworkShape, PolicyValueNet
+from model.network import NetworkShape, PolicyValueNet, deepened
 from tabula.errors import TabulaError, first_line
 
 CHECKPOINT_FORMAT = "tabula-checkpoint"
@@ -251,7 +251,7 @@ class InitialNetwork:
     resume_epochs: for a Lightning checkpoint, the epochs its trainer finished (the trainer
         resumes its weights, momentum buffers and loop state from the file and runs one more);
         None for an exported model, whose weights alone carry on (its lineage's
-        ``global_step`` is the step offset).
+        ``global_step`` is the step offset), and for a network that grows (`read_initial`).
     """
 
     net: PolicyValueNet
@@ -259,12 +259,17 @@ class InitialNetwork:
     resume_epochs: int | None
 
 
-def read_initial(path: str | os.PathLike[str], shape: NetworkShape) -> InitialNetwork:
+def read_initial(
+    path: str | os.PathLike[str], shape: NetworkShape, seed: int = 0
+) -> InitialNetwork:
     """Read the checkpoint a training stage of a ``shape`` network starts from: a Lightning
-    ``.ckpt`` or an exported model (``save_checkpoint``).
+    ``.ckpt`` or an exported model (``save_checkpoint``). A checkpoint of the same network
+    with fewer residual blocks is deepened to ``shape`` (`model.network.deepened`, its new
+    blocks' weights from ``seed``): the stage then starts a new trainer at the run's step (the
+    momentum buffers, made for the smaller network, are left behind).
 
     Raises ``CheckpointError`` (one line naming the file) when it is missing or unreadable,
-    neither kind, or records another shape than ``shape``.
+    neither kind, or records another shape than ``shape`` (or a smaller one of it).
     """
     path = Path(path)
     payload = _load(path, "cpu")
@@ -273,19 +278,23 @@ def read_initial(path: str | os.PathLike[str], shape: NetworkShape) -> InitialNe
         weights = payload.get("state_dict") or {}
         state = {k.removeprefix(LIGHTNING_NET): v for k, v in weights.items()}
         offset, epochs = int(hparams.get("step_offset", 0)), payload.get("epoch", 0)
+        done = offset + int(payload.get("global_step") or 0)  # the run's steps at its end
     elif _is_tabula(payload):
         _check_version(path, payload)
         hparams, state = payload.get("network"), payload.get("state_dict")
         metadata = payload.get("metadata") if isinstance(payload.get("metadata"), dict) else {}
         offset, epochs = int(metadata.get("global_step") or 0), None
+        done = offset
     else:
         raise CheckpointError(f"{path}: neither a Lightning .ckpt nor a tabula model checkpoint")
     got = _shape(path, hparams)
-    if got != shape:
+    if got != shape and not shape.grows_from(got):
         raise CheckpointError(
             f"{path}: network {got.to_dict()} does not match the config's {shape.to_dict()}"
         )
-    net = _loaded(path, shape, state)
+    net = _loaded(path, got, state)
+    if got != shape:  # (a network that grows)
+        return InitialNetwork(deepened(net, shape.blocks, seed), done, None)
     return InitialNetwork(net, offset, None if epochs is None else int(epochs))
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -68,11 +68,17 @@ class NetworkShape:
             )
 
     @classmethod
-    def of(cls, cfg: Config) -> NetworkShape:
-        """The shape ``cfg`` asks for: its board size and ``network`` section."""
+    def of(cls, cfg: Config, iteration: int = 0) -> NetworkShape:
+        """The shape ``cfg`` asks for: its board size and ``network`` section, with the
+        blocks of the network iteration ``iteration`` trains (``network.grow``; 0: the
+        initial network)."""
         n = cfg.network
-        return cls(cfg.rules.board_size, n.blocks, n.filters, n.value_hidden, n.aux_heads,
-                   n.global_pooling, n.liberties)  # fmt: skip
+        return cls(cfg.rules.board_size, n.blocks_at(iteration), n.filters, n.value_hidden,
+                   n.aux_heads, n.global_pooling, n.liberties)  # fmt: skip
+
+    def grows_from(self, other: NetworkShape) -> bool:
+        """Whether this shape is ``other`` with more residual blocks (`deepened`)."""
+        return self.blocks > other.blocks and replace(other, blocks=self.blocks) == self
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> NetworkShape:
@@ -259,6 +265,27 @@ def seeded_network(shape: NetworkShape, seed: int) -> PolicyValueNet:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return PolicyValueNet(shape)
+
+
+def deepened(net: PolicyValueNet, blocks: int, seed: int) -> PolicyValueNet:
+    """A copy of ``net`` with residual blocks appended to its tower up to ``blocks``, each
+    starting as the identity: the new blocks' weights are those of a network of the new shape
+    from ``seed``, but their residual branch ends in a batch norm scaled to zero, so a block
+    adds nothing to its (non-negative, post-ReLU) input and the deeper network computes what
+    ``net`` does, in training and in evaluation. Training then grows the new blocks from there
+    (a residual branch's last scale zero: Goyal et al. 2017; function-preserving growth:
+    Net2Net, Chen et al. 2016). ValueError when ``blocks`` is not more than ``net``'s."""
+    if blocks <= net.shape.blocks:
+        raise ValueError(f"need more than {net.shape.blocks} blocks to deepen, got {blocks}")
+    grown = seeded_network(replace(net.shape, blocks=blocks), seed)
+    state = grown.state_dict()
+    state.update(net.state_dict())  # every layer but the new blocks: the same names and shapes
+    grown.load_state_dict(state)
+    with torch.no_grad():
+        for block in grown.tower[net.shape.blocks :]:
+            block.bn2.weight.zero_()
+            block.bn2.bias.zero_()
+    return grown.train(net.training)
 
 
 def network_for(cfg: Config, seed: int) -> PolicyValueNet:

@@ -107,12 +107,13 @@ def _save_trainer(trainer: pl.Trainer, path: Path) -> None:
         trainer.save_checkpoint(tmp, weights_only=False)
 
 
-def _initial(cfg: Config, init: Path | None) -> InitialNetwork | None:
-    """What the stage continues from (`model.checkpoint.read_initial`), refused in one line."""
+def _initial(cfg: Config, spec: TrainSpec, init: Path | None) -> InitialNetwork | None:
+    """What the stage continues from (`model.checkpoint.read_initial`: deepened where the
+    config grows the network at this iteration), refused in one line."""
     if init is None:
         return None
     try:
-        return read_initial(init, NetworkShape.of(cfg))
+        return read_initial(init, NetworkShape.of(cfg, spec.iteration), seed=spec.seed)
     except CheckpointError as e:
         raise TrainError(str(e)) from None
 
@@ -124,7 +125,7 @@ def _system(
     checkpoint's weights when there is one."""
     pl.seed_everything(spec.seed, workers=True, verbose=False)  # fresh weights depend on it
     system = AlphaZeroSystem(
-        NetworkShape.of(cfg),
+        NetworkShape.of(cfg, spec.iteration),
         Objective.of(cfg, spec.lr_boundaries),
         step_offset=0 if initial is None else initial.step_offset,
         log_every_n_steps=log_every,
@@ -239,7 +240,7 @@ def _fit(
     window = window.with_liberties() if cfg.network.liberties else window
     steps = spec.steps_on(window.latest, t.batch_size)
     log_every = min(LOG_EVERY_N_STEPS, steps)  # a short stage logs one point at least
-    initial = _initial(cfg, init)
+    initial = _initial(cfg, spec, init)
     system = _system(cfg, spec, initial, log_every)
     resumed = None if initial is None else initial.resume_epochs
     ckpt = out.with_name(CKPT_NAME)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -543,3 +544,19 @@ def test_links_and_printed_commands_carry_no_password(monkeypatch: pytest.Monkey
     assert run_link(track) == "https://mlflow.example:5000/#/experiments/7/runs/abc"
     line = ui_command("postgresql://u:s3cret@db:5432/mlflow", "s3://bucket/mlflow")
     assert "s3cret" not in line and "postgresql://u:***@db:5432/mlflow" in line
+
+
+def test_a_network_grows_at_increasing_iterations_to_more_blocks() -> None:
+    grows = load_config(None, ["network.blocks=2", "network.grow=[[3,4],[10,6]]"]).network
+    assert [grows.blocks_at(i) for i in (0, 2, 3, 9, 10, 50)] == [2, 2, 4, 4, 6, 6]
+    assert load_config(None).network.grow == []  # off by default: the blocks throughout
+    for grow, problem in [
+        ("[[3,2]]", "the first growth must give more than blocks=2"),
+        ("[[3,4],[2,6]]", "iterations must be >= 1 and increasing"),
+        ("[[0,4]]", "iterations must be >= 1 and increasing"),
+        ("[[3,6],[5,4]]", "blocks must increase"),
+        ("[[3]]", "each step is [ITERATION, BLOCKS]"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(problem)) as e:
+            load_config(None, ["network.blocks=2", f"network.grow={grow}"])
+        assert "\n" not in str(e.value)

@@ -135,6 +135,41 @@ class NetworkConfig(_Section):
         " Wu 2019; `tabula.features`); not in the paper. On in the quick start since the"
         " screening `libs` (docs/strength.md).",
     )
+    grow: list[list[int]] = Field(
+        default_factory=list,
+        description="[[ITERATION, BLOCKS], ...]: from ITERATION's training on, the network has"
+        " BLOCKS residual blocks, appended to the tower of the network it continues from; each"
+        " new block starts as the identity (its residual branch's last batch norm scaled to"
+        " zero), so the grown network plays as the one it grew from. A net that grows with the"
+        " run (KataGo grew b6 -> b10 -> b15 ...; Net2Net, Chen et al. 2016); not in the paper.",
+    )
+
+    @field_validator("grow")
+    @classmethod
+    def _growing(cls, grow: list[list[int]]) -> list[list[int]]:
+        if any(len(step) != 2 for step in grow):
+            raise ValueError(f"each step is [ITERATION, BLOCKS], got {grow}")
+        iterations, blocks = [i for i, _ in grow], [b for _, b in grow]
+        if any(i < 1 for i in iterations) or iterations != sorted(set(iterations)):
+            raise ValueError(f"iterations must be >= 1 and increasing, got {iterations}")
+        if blocks != sorted(set(blocks)):
+            raise ValueError(f"blocks must increase, got {blocks}")
+        return grow
+
+    @model_validator(mode="after")
+    def _grows_from_blocks(self) -> NetworkConfig:
+        if self.grow and self.grow[0][1] <= self.blocks:
+            raise ValueError(
+                f"grow: the first growth must give more than blocks={self.blocks} blocks,"
+                f" got {self.grow[0][1]}"
+            )
+        return self
+
+    def blocks_at(self, iteration: int) -> int:
+        """The residual blocks of the network that iteration ``iteration`` trains (``grow``;
+        iteration 0: the initial network's ``blocks``)."""
+        grown = [b for i, b in self.grow if i <= iteration]
+        return grown[-1] if grown else self.blocks
 
 
 class SearchConfig(_Section):

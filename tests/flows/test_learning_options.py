@@ -116,15 +116,16 @@ def test_an_extended_run_stretches_its_rate_schedule_and_reproduces(prefect_serv
     assert result.match, (result.differences, result.recorded_sha256, result.rebuilt_sha256)
 
 
-def test_auxiliary_heads_global_pooling_and_liberties_end_to_end(prefect_server, project):
+def test_network_options_end_to_end(prefect_server, project):
     """network.aux_heads: self-play writes each played-out game's final ownership and score
     (consistent with each other: the owned points minus komi are the score), training adds
     the two losses and logs them by step in MLflow, and the checkpoint reproduces; with
-    network.global_pooling and network.liberties too (one run for all: each costs a whole
-    pipeline run)."""
+    network.global_pooling, network.liberties and network.grow too (one run for all: each
+    costs a whole pipeline run): the second iteration grows the network by a block."""
     cfg = load_config(None, [*TINY, "network.aux_heads=true", "network.global_pooling=true",
                              "network.liberties=true", "network.blocks=2",
-                             "selfplay.v_resign=null", "pipeline.name=aux"])  # fmt: skip
+                             "network.grow=[[2,3]]", "selfplay.v_resign=null",
+                             "pipeline.name=aux"])  # fmt: skip
     run_pipeline(cfg, project, iterations=2)
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
     rows = [read_shard(s) for s in sorted(layout.selfplay(2).rglob("*.parquet"))]
@@ -139,6 +140,7 @@ def test_auxiliary_heads_global_pooling_and_liberties_end_to_end(prefect_server,
     assert net.aux and {"ownership", "score"} <= set(metadata["losses"])
     assert isinstance(net.tower[1], GlobalPoolingBlock)
     assert net.shape.liberties and net.stem[0].in_channels == 23  # (self-play and gate too)
+    assert net.shape.blocks == 3 and load_checkpoint(layout.model(1))[0].shape.blocks == 2
 
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)
     exp = client.get_experiment_by_name(tracking.experiment_name())

@@ -10,6 +10,7 @@ from model.network import (
     NetworkShape,
     PolicyValueNet,
     count_parameters,
+    deepened,
     fold_batch_norm,
     make_network,
     weights_sha256,
@@ -171,3 +172,26 @@ def test_the_value_comes_back_in_fp32_under_bf16_autocast() -> None:
     with torch.no_grad():
         expected = torch.tanh(net.value_fc2(hidden.float())).squeeze(1)
     assert torch.equal(value, expected)
+
+
+@pytest.mark.parametrize("pooling", [False, True])
+def test_a_deepened_network_computes_what_it_grew_from(pooling: bool) -> None:
+    """Blocks appended as the identity: the same outputs, heads included, in evaluation and in
+    training; the new blocks' last scale gets a gradient, so training grows them."""
+    net = make_network(9, 2, 16, seed=1, value_hidden=32, aux=True, global_pooling=pooling,
+                       liberties=True)  # fmt: skip
+    _randomise_bn(net, 0)
+    grown = deepened(net, 5, seed=3)
+    assert grown.shape.blocks == 5 and grown.shape.grows_from(net.shape)
+    assert not net.shape.grows_from(grown.shape) and not grown.shape.grows_from(grown.shape)
+    x = (torch.rand(4, 23, 9, 9) < 0.5).float()
+    for training in (False, True):
+        net.train(training)
+        grown.train(training)
+        for a, b in zip(net.forward_aux(x), grown.forward_aux(x), strict=True):
+            assert torch.equal(a, b)
+    logits, value = grown(x)
+    (logits.logsumexp(dim=1).sum() + value.sum()).backward()
+    assert grown.tower[4].bn2.weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="more than 2 blocks to deepen"):
+        deepened(net, 2, seed=0)

@@ -125,6 +125,28 @@ def test_an_exported_model_starts_weights_and_schedule_at_its_step(
     assert ck["optimizer_states"][0]["param_groups"][0]["lr"] == 0.005
 
 
+def test_a_network_that_grows_continues_from_its_parent_deepened(
+    cfg, data: Path, tmp_path: Path
+) -> None:
+    """network.grow: at its iteration, the stage deepens its parent (`model.network.deepened`)
+    and trains a new trainer from the run's step on, the rate schedule where the run is; the
+    next iteration resumes the grown one as usual; the same inputs grow the same weights."""
+    first = _stage(cfg, data, tmp_path / "1", iteration=1)
+    grows = load_config(None, [*OVERRIDES, "network.grow=[[2,3]]"])
+    second = _stage(grows, data, tmp_path / "2", init=first.ckpt, iteration=2, steps=4)
+    assert second.global_step == 9
+    net, _ = load_checkpoint(second.model)
+    assert net.shape.blocks == 3 and net.tower[2].bn2.weight.abs().sum() > 0  # trained from 0
+    ck = torch.load(second.ckpt, weights_only=True)
+    assert ck["optimizer_states"][0]["param_groups"][0]["lr"] == 0.005  # step 9: past 6
+    third = _stage(grows, data, tmp_path / "3", init=second.ckpt, iteration=3, steps=2)
+    assert third.global_step == 11 and load_checkpoint(third.model)[0].shape.blocks == 3
+    again = _stage(grows, data, tmp_path / "2b", init=first.ckpt, iteration=2, steps=4)
+    assert again.weights_sha256 == second.weights_sha256
+    with pytest.raises(TrainError, match="does not match"):  # never shrinks
+        _stage(cfg, data, tmp_path / "back", init=second.ckpt, iteration=3)
+
+
 def test_a_corrupt_shard_fails_with_its_name_before_training(
     cfg, data: Path, tmp_path: Path
 ) -> None:
