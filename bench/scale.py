@@ -23,8 +23,10 @@ second over the larger of the two is how near the workers come to what the netwo
 selfplay.workers=W`` for each W (``selfplay.processes`` auto: processes from 2 workers). From
 the run's ``budget.json`` and stage records, over the iterations after the first (the first
 pays numba's compilation and the workers' start): iterations per hour, self-play positions
-per second, trained samples per second, each stage's share of the iteration's wall time and
-the cores busy.
+per second, trained samples per second, each stage's share of the iteration's wall time, the
+cores busy over the iterations and within each stage. The run has the environment's OpenMP
+wait policy, as a user's run would (unset: OpenMP's default), not bench.strength's sleeping
+threads, which leave a core idle between training's parallel regions.
 
 Prints tables and writes JSON with the machine (CPU model, cores, GPU), the commit, the config
 and its overrides. Goals (docs/benchmarks.md, "Scaling"): a 2-core CPU >= 95% busy in a run;
@@ -227,7 +229,10 @@ def pipeline_rate(config: Path, overrides: list[str], workers: int, iterations: 
     sets = [*PIPELINE_SET, *overrides, f"selfplay.workers={workers}"]
     argv = [*TABULA, "run", "--config", str(config), "--name", run, "--iterations",
             str(iterations), *(a for o in sets for a in ("--set", o))]  # fmt: skip
-    done = run_measured(argv, cwd=project, env=run_env(work), log=work / f"run-w{workers}.log")
+    # OpenMP's wait policy as the user's own runs have it (bench.strength's sleeping threads
+    # would leave a core idle between training's parallel regions).
+    env = run_env(work, omp_wait=os.environ.get("OMP_WAIT_POLICY"))
+    done = run_measured(argv, cwd=project, env=env, log=work / f"run-w{workers}.log")
     if done.returncode != 0:
         raise SystemExit(f"bench/scale.py: the run failed: {done.stderr_tail[-400:]}")
     layout = RunLayout(project, "data", run)
@@ -236,9 +241,11 @@ def pipeline_rate(config: Path, overrides: list[str], workers: int, iterations: 
     wall = sum(sum(s.stage_wall_s.values()) for s in measured)
     cpu = sum(sum(s.stages.values()) for s in measured)
     stage_wall: dict[str, float] = {}
+    stage_cpu: dict[str, float] = {}
     for s in measured:
         for stage, seconds in s.stage_wall_s.items():
             stage_wall[stage] = stage_wall.get(stage, 0.0) + seconds
+            stage_cpu[stage] = stage_cpu.get(stage, 0.0) + s.stages.get(stage, 0.0)
     positions = samples = 0.0
     for s in measured:
         selfplay = finished(layout, s.iteration, Stage.SELFPLAY, SelfplayRecord)
@@ -253,6 +260,10 @@ def pipeline_rate(config: Path, overrides: list[str], workers: int, iterations: 
         "trained_samples_per_s": samples / max(stage_wall.get("train", 0.0), 1e-9),
         "stage_share": {k: round(v / wall, 4) for k, v in sorted(stage_wall.items())},
         "cores_busy": busy(cpu, wall, cores()),
+        "stage_busy": {
+            k: round(stage_cpu[k] / (v * cores()), 4) for k, v in sorted(stage_wall.items()) if v
+        },
+        "omp_wait_policy": env.get("OMP_WAIT_POLICY", "unset"),
         "run_wall_s": done.wall_s,
         "run_cpu_s": done.cpu_s,
     }
@@ -313,10 +324,13 @@ def _tables(result: dict, console: Console) -> None:
         console.print(f"(b) network alone, batch {r['batch']}: {rate:,.0f} positions/s")
     if result.get("pipeline"):
         table = Table(title="(c) the pipeline, iterations after the first")
-        for col in ("workers", "iter/h", "positions/s", "samples/s", "cores busy", "wall shares"):
+        columns = ("workers", "iter/h", "positions/s", "samples/s", "cores busy", "wall shares",
+                   "stage busy")  # fmt: skip
+        for col in columns:
             table.add_column(col, justify="right")
         for r in result["pipeline"]:
             shares = " ".join(f"{k} {v:.0%}" for k, v in r["stage_share"].items())
+            stage_busy = " ".join(f"{k} {v:.0%}" for k, v in r.get("stage_busy", {}).items())
             table.add_row(
                 str(r["workers"]),
                 f"{r['iterations_per_hour']:.0f}",
@@ -324,6 +338,7 @@ def _tables(result: dict, console: Console) -> None:
                 f"{r['trained_samples_per_s']:,.0f}",
                 _pct(r["cores_busy"]),
                 shares,
+                stage_busy,
             )
         console.print(table)
 

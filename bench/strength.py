@@ -148,8 +148,13 @@ def budget_core_hours(text: str) -> float:
 # -- training within the budget ---------------------------------------------------------------
 
 
-def run_env(work: Path) -> dict[str, str]:
-    return {
+def run_env(work: Path, *, omp_wait: str | None = "PASSIVE") -> dict[str, str]:
+    """The environment of a benchmarked ``tabula run``. omp_wait: OpenMP's wait policy; the
+    default, PASSIVE, makes torch's waiting threads sleep instead of spinning, since spinning
+    threads count as CPU-seconds and a busy machine would inflate a run's count (and its cost).
+    On an idle machine it costs training about 40% more wall time and 4% more CPU-seconds
+    (docs/benchmarks.md, "Scaling"). None: OpenMP's own default, as a user's run has it."""
+    env = {
         **os.environ,
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_LOGGING_LEVEL": "WARNING",
@@ -159,10 +164,11 @@ def run_env(work: Path) -> dict[str, str]:
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "600",
         "NUMBA_CACHE_DIR": os.environ.get("NUMBA_CACHE_DIR", str(ROOT / ".numba_cache")),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        # torch's waiting OpenMP threads sleep instead of spinning: spinning threads count as
-        # CPU-seconds, so a busy machine would inflate the run's count (and its cost).
-        "OMP_WAIT_POLICY": "PASSIVE",
     }
+    env.pop("OMP_WAIT_POLICY", None)
+    if omp_wait is not None:
+        env["OMP_WAIT_POLICY"] = omp_wait
+    return env
 
 
 def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, console: Console):

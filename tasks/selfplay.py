@@ -287,11 +287,13 @@ def play_workers(cfg: Config, layout: RunLayout, specs: Sequence[WorkerSpec]) ->
 
 def in_processes(cfg: Config) -> bool:
     """Whether this process runs its self-play workers in processes of their own
-    (``selfplay.processes``, `tasks.workers`): never inside a daemonic process (a Dask
-    worker's), which may not start any."""
+    (``selfplay.processes``, `tasks.workers`; auto: from two workers, since on two cores
+    processes played 7% more positions a second than threads in the pipeline, where the
+    games' last moves, in small batches, are mostly the loop's Python: docs/benchmarks.md):
+    never inside a daemonic process (a Dask worker's), which may not start any."""
     wanted = cfg.selfplay.processes
     if wanted == "auto":
-        wanted = cfg.selfplay.workers > 2
+        wanted = cfg.selfplay.workers >= 2
     return bool(wanted) and not multiprocessing.current_process().daemon
 
 

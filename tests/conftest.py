@@ -37,6 +37,9 @@ TINY = [
     "search.leaves_per_game=2",
     "selfplay.games=4",
     "selfplay.workers=2",
+    # Threads, not the default's two processes (each imports torch): the same bytes
+    # (tests/tasks/test_workers.py), and tests/flows/test_resume.py runs processes too.
+    "selfplay.processes=false",
     "selfplay.concurrent_games=2",
     "selfplay.sgf_sample=1",
     "selfplay.batch_size=8",

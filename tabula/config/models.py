@@ -246,8 +246,8 @@ class SelfPlayConfig(_Section):
         default="auto",
         description="Each self-play worker in a process of its own, kept for the run"
         " (tasks/workers.py): the game loop's Python holds no lock the other workers wait for."
-        " False: threads of the flow's process. auto: processes from 3 workers (a machine with"
-        " more than two cores). Same games either way; on Dask the workers are Dask's.",
+        " False: threads of the flow's process. auto: processes from 2 workers (one worker plays"
+        " in the flow's process). Same games either way; on Dask the workers are Dask's.",
     )
     concurrent_games: int = Field(
         default=64, ge=1, description="G: games a worker plays at once, sharing network batches."

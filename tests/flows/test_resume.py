@@ -20,17 +20,23 @@ from tests.conftest import TINY
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
 def test_killed_run_resumes_with_nothing_lost_or_doubled(
-    prefect_server, tiny_config, project, tmp_path
+    prefect_server, tiny_config, project, tmp_path, processes
 ):
     layout = RunLayout(project, "data", tiny_config.pipeline.name)
     api = prefect_server  # its URL
+    # Self-play workers as threads (TINY) or as the default's processes, which must write the
+    # bytes a thread writes: the reference below plays in threads.
+    extra = [f"selfplay.processes={str(processes).lower()}"]
     # The run kills itself after the second self-play game, then after the second training step.
-    assert runs.killed_itself(runs.start(project, 2, api, kill_at="selfplay:2"), limit=300)
+    killed = runs.start(project, 2, api, kill_at="selfplay:2", extra=extra)
+    assert runs.killed_itself(killed, limit=300)
     assert layout.worker(1, 0).exists() and not layout.marker(1, "selfplay").exists()
-    assert runs.killed_itself(runs.start(project, 2, api, kill_at="train:2"), limit=300)
+    killed = runs.start(project, 2, api, kill_at="train:2", extra=extra)
+    assert runs.killed_itself(killed, limit=300)
     assert layout.model_dir(1).exists() and not layout.marker(1, "train").exists()
-    runs.run(project, 2, api)
+    runs.run(project, 2, api, extra=extra)
 
     reference = tmp_path / "reference"
     subprocess.run(["git", "clone", "-q", "-b", "main", str(project), str(reference)], check=True)

@@ -151,7 +151,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_processes_setting(cfg) -> None:
-    assert not in_processes(cfg)  # auto with one worker
+    assert in_processes(cfg)  # auto with two workers
+    assert not in_processes(load_config(None, [*OVERRIDES, "selfplay.workers=1"]))
     assert in_processes(load_config(None, [*OVERRIDES, "selfplay.workers=3"]))
     assert not in_processes(load_config(None, [*OVERRIDES, "selfplay.workers=3",
                                                 "selfplay.processes=false"]))  # fmt: skip
