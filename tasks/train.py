@@ -107,25 +107,29 @@ def _save_trainer(trainer: pl.Trainer, path: Path) -> None:
         trainer.save_checkpoint(tmp, weights_only=False)
 
 
-def _initial(cfg: Config, spec: TrainSpec, init: Path | None) -> InitialNetwork | None:
-    """What the stage continues from (`model.checkpoint.read_initial`: deepened where the
-    config grows the network at this iteration), refused in one line."""
+def _initial(shape: NetworkShape, spec: TrainSpec, init: Path | None) -> InitialNetwork | None:
+    """What the stage continues from (`model.checkpoint.read_initial`: deepened to ``shape``
+    where the config grows the network at this iteration), refused in one line."""
     if init is None:
         return None
     try:
-        return read_initial(init, NetworkShape.of(cfg, spec.iteration), seed=spec.seed)
+        return read_initial(init, shape, seed=spec.seed)
     except CheckpointError as e:
         raise TrainError(str(e)) from None
 
 
 def _system(
-    cfg: Config, spec: TrainSpec, initial: InitialNetwork | None, log_every: int
+    cfg: Config,
+    spec: TrainSpec,
+    shape: NetworkShape,
+    initial: InitialNetwork | None,
+    log_every: int,
 ) -> AlphaZeroSystem:
-    """The LightningModule to fit: a fresh network from the spec's seed, holding the initial
-    checkpoint's weights when there is one."""
+    """The LightningModule to fit: a fresh network of ``shape`` from the spec's seed, holding
+    the initial checkpoint's weights when there is one."""
     pl.seed_everything(spec.seed, workers=True, verbose=False)  # fresh weights depend on it
     system = AlphaZeroSystem(
-        NetworkShape.of(cfg, spec.iteration),
+        shape,
         Objective.of(cfg, spec.lr_boundaries),
         step_offset=0 if initial is None else initial.step_offset,
         log_every_n_steps=log_every,
@@ -236,12 +240,13 @@ def _fit(
         value_target_mix=t.value_target_mix,
         aux=cfg.network.aux_heads,
         holdout_games=spec.holdout_games,
+        liberties=cfg.network.liberties,
     )  # every shard validated before anything else happens
-    window = window.with_liberties() if cfg.network.liberties else window
     steps = spec.steps_on(window.latest, t.batch_size)
     log_every = min(LOG_EVERY_N_STEPS, steps)  # a short stage logs one point at least
-    initial = _initial(cfg, spec, init)
-    system = _system(cfg, spec, initial, log_every)
+    shape = NetworkShape.of(cfg, spec.iteration)  # (grown where the config says)
+    initial = _initial(shape, spec, init)
+    system = _system(cfg, spec, shape, initial, log_every)
     resumed = None if initial is None else initial.resume_epochs
     ckpt = out.with_name(CKPT_NAME)
     out.parent.mkdir(parents=True, exist_ok=True)
