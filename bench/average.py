@@ -82,7 +82,8 @@ def bn_batches(
 ) -> list[torch.Tensor]:
     """``BN_BATCHES`` batches of planes from iteration ``iteration``'s self-play shards (with
     the liberty planes for a network that takes them)."""
-    window = load_window([layout.selfplay(iteration)], board_size, liberties=liberties)
+    window = load_window([layout.selfplay(iteration)], board_size)
+    window = window.with_liberties() if liberties else window
     dm = ShardDataModule(window, BN_BATCH, BN_BATCHES, seed=0)
     return [batch[0] for batch in dm.train_dataloader()]
 

@@ -81,13 +81,13 @@ def fit_at(layout: RunLayout, cfg: Config, i: int, positions: int) -> dict[str, 
     system = AlphaZeroSystem(net.shape, objective)
     system.net.load_state_dict(net.state_dict())
     size, aux = cfg.rules.board_size, cfg.network.aux_heads
-    libs = net.shape.liberties  # (the network's inputs, as training gave them)
     # value_target_mix 0: the value scored against z alone
     seen = load_window([layout.selfplay(j) for j in range(1, i + 1)], size,
                        window_games=t.window_games, window_iterations=t.window_iterations,
-                       value_target_mix=0.0, aux=aux, liberties=libs)  # fmt: skip
-    fresh = load_window([layout.selfplay(i + 1)], size, value_target_mix=0.0, aux=aux,
-                        liberties=libs)  # fmt: skip
+                       value_target_mix=0.0, aux=aux)  # fmt: skip
+    fresh = load_window([layout.selfplay(i + 1)], size, value_target_mix=0.0, aux=aux)
+    if net.shape.liberties:  # (the network's inputs, as training gave them)
+        seen, fresh = seen.with_liberties(), fresh.with_liberties()
     out: dict[str, Any] = {"iteration": i, "global_step": int(metadata.get("global_step", 0))}
     for name, window in (("window", seen), ("next", fresh)):
         drawn = sample(window, positions, seed=i)

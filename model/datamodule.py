@@ -345,13 +345,11 @@ def load_window(
     value_target_mix: float = 0.0,
     aux: bool = False,
     holdout_games: int = 0,
-    liberties: bool = False,
 ) -> PositionWindow:
     """Validate every shard under ``paths``, then load the window (module docstring) packed.
     value_target_mix: lambda of the value target (1 - lambda) z + lambda root_value; aux: load
     the ownership and score targets too; holdout_games: leave the newest that-many games of the
-    newest iteration out, loaded as the window's ``held_out``; liberties: batches with the
-    liberty planes after the 17, for a network that takes them (`PositionWindow.with_liberties`).
+    newest iteration out, loaded as the window's ``held_out``.
 
     Raises ``ShardError`` naming the first bad shard (nothing is loaded before all pass) and
     ``DataWindowError`` when there is nothing to train on.
@@ -375,7 +373,7 @@ def load_window(
     window = _positions(*read, masks, dropped)
     if held.any():
         window = replace(window, held_out=_positions(*read, _split(games, held)))
-    return window.with_liberties() if liberties else window
+    return window
 
 
 def _positions(

@@ -240,8 +240,8 @@ def _fit(
         value_target_mix=t.value_target_mix,
         aux=cfg.network.aux_heads,
         holdout_games=spec.holdout_games,
-        liberties=cfg.network.liberties,
     )  # every shard validated before anything else happens
+    window = window.with_liberties() if cfg.network.liberties else window
     steps = spec.steps_on(window.latest, t.batch_size)
     log_every = min(LOG_EVERY_N_STEPS, steps)  # a short stage logs one point at least
     shape = NetworkShape.of(cfg, spec.iteration)  # (grown where the config says)
