@@ -260,9 +260,7 @@ def pipeline_rate(config: Path, overrides: list[str], workers: int, iterations: 
         "trained_samples_per_s": samples / max(stage_wall.get("train", 0.0), 1e-9),
         "stage_share": {k: round(v / wall, 4) for k, v in sorted(stage_wall.items())},
         "cores_busy": busy(cpu, wall, cores()),
-        "stage_busy": {
-            k: round(stage_cpu[k] / (v * cores()), 4) for k, v in sorted(stage_wall.items()) if v
-        },
+        "stage_busy": {k: busy(stage_cpu[k], v, cores()) for k, v in sorted(stage_wall.items())},
         "omp_wait_policy": env.get("OMP_WAIT_POLICY", "unset"),
         "run_wall_s": done.wall_s,
         "run_cpu_s": done.cpu_s,
@@ -330,7 +328,7 @@ def _tables(result: dict, console: Console) -> None:
             table.add_column(col, justify="right")
         for r in result["pipeline"]:
             shares = " ".join(f"{k} {v:.0%}" for k, v in r["stage_share"].items())
-            stage_busy = " ".join(f"{k} {v:.0%}" for k, v in r.get("stage_busy", {}).items())
+            stage_busy = " ".join(f"{k} {_pct(v)}" for k, v in r.get("stage_busy", {}).items())
             table.add_row(
                 str(r["workers"]),
                 f"{r['iterations_per_hour']:.0f}",
