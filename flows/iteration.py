@@ -4,16 +4,22 @@ Control flow only: every side effect is a task in ``tasks/``, and every stage in
 the plan holds (`tabula.plan`). Each stage is resumable (`tasks.run.markers`): it returns the
 record its marker ``state/STAGE.json`` holds when it finished before, so running the same
 command again resumes at the first unfinished stage of the first unfinished iteration.
+
+The flow ends once the gate's candidate is crowned (or not); the iteration's close (its model's
+registration, its promotion record, its lineage commit and summary: `close`) runs beside the
+next iteration (`flows.beside`), whose first DVC commit waits for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 from prefect import flow
 from prefect.runtime import flow_run
 
+from flows.beside import beside
 from tabula.config import Config, parse_config
 from tabula.ladder import anchor_label
 from tabula.plan import IterationPlan, NextIteration, derive_seed
@@ -23,13 +29,13 @@ from tasks.evaluate import anchor_match, anchors_to_play, elo_of, gate, ratings
 from tasks.gpu_use import gpu_use
 from tasks.pictures import evaluation_pictures, selfplay_pictures
 from tasks.planning import plan
-from tasks.promote import check_model, promote
+from tasks.promote import check_model, crown, promote
 from tasks.run.cputime import Laps, cores, stage_metrics
 from tasks.run.faults import kill_point
 from tasks.run.layout import RunLayout
 from tasks.run.markers import finished, resumable
 from tasks.run.records import EvaluationRecord, PromotionRecord, SelfplayRecord, Stage, TrainRecord
-from tasks.run.summary import SummaryRow
+from tasks.run.summary import SummaryRow, summary_row
 from tasks.selfplay import calibrate, play_workers
 from tasks.stage_files import write_iteration_stages
 from tasks.tracking import Tracking
@@ -55,7 +61,7 @@ def run_selfplay(
     check_model(layout, plan.best)
     with laps.lap(Stage.SELFPLAY.value):  # the games; what follows records them
         records = play_workers(cfg, layout, plan.workers)
-    hashes = dvc_commit(layout, i, Stage.SELFPLAY.value)
+    hashes = _commit(layout, i, Stage.SELFPLAY)
     v_resign = plan.workers[0].v_resign if plan.workers else None
     totals = calibrate(records, i, v_resign, cfg.selfplay.resign_false_positive_target, hashes)
     tracking.log_metrics(track, tracking.metrics_of(totals, "selfplay/"), step=i)
@@ -75,7 +81,7 @@ def run_train(
     check_model(layout, plan.parent)
     with laps.lap(Stage.TRAIN.value):  # the steps; what follows records them
         trained = train(cfg, layout, spec, track.run_id, track.uri)
-    hashes = dvc_commit(layout, i, Stage.TRAIN.value)
+    hashes = _commit(layout, i, Stage.TRAIN)
     window = window_hashes(layout, spec.window)
     tracking.log_datasets(track, window, context="training")
     metrics = tracking.metrics_of(trained, "train/")  # (the iteration's run has them by step)
@@ -100,7 +106,7 @@ def run_evaluate(
         }
     with laps.lap("ratings"):  # the Elo fit over every game so far, and its curve
         table = ratings(cfg, layout, i)
-    hashes = dvc_commit(layout, i, Stage.EVALUATE.value)
+    hashes = _commit(layout, i, Stage.EVALUATE)
     result = EvaluationRecord(
         gate=gated,
         anchors={anchor_label(a): m for a, m in matches.items()},
@@ -139,6 +145,39 @@ def run_promote(
     return result
 
 
+@dataclass(frozen=True)
+class Closing:
+    """What an iteration's close needs (`close`): its plan, its stages' records, its MLflow run
+    and tags, its progress artifact, whether its promotion was recorded before (a resume), and
+    its summary row."""
+
+    plan: IterationPlan
+    train: TrainRecord
+    evaluation: EvaluationRecord
+    track: Tracking
+    tags: dict[str, str]
+    progress: IterationProgress
+    found: bool
+    row: SummaryRow
+
+
+def close(cfg: Config, closing: Closing, layout: RunLayout) -> None:
+    """End an iteration, beside the next one (`flows.beside`): register its model and record its
+    promotion (`run_promote`), commit its lineage, publish its summary and end its MLflow run
+    (FAILED, or KILLED on an interrupt, when this raises)."""
+    plan, track, tags = closing.plan, closing.track, closing.tags
+    i = plan.iteration
+    try:
+        promotion = run_promote(cfg, layout, plan, closing.evaluation, closing.train, track, tags)
+        closing.progress.done(Stage.PROMOTE, promotion, closing.found)
+        record_lineage(layout, i, f"{layout.run}: iteration {i} (code {tags.get('git_commit')})")
+        publish_summary(layout, i, closing.row, closing.evaluation, promotion.champion)
+    except BaseException as error:
+        tracking.fail(track, error)
+        raise
+    tracking.finish(track)
+
+
 def _completed(flow_: object, flow_run: object, state: object) -> None:
     """The flow's completion hook: the test-only point ``completed`` (`tasks.run.faults`), where
     Prefect's engine has ended the flow run Completed and not yet closed it."""
@@ -154,10 +193,12 @@ def iteration(
     pipeline_run: Tracking,
     tags: dict[str, str],
     planned: NextIteration,
-) -> SummaryRow:
+) -> Closing:
     """Run (or resume) iteration ``i`` of ``run`` as ``planned`` (`tasks.planning.upcoming`:
-    the rate schedule fits the run it is planned for); returns its summary row, with the
-    CPU-seconds of each stage (`_stages`); its MLflow run is a child of ``pipeline_run``'s."""
+    the rate schedule fits the run it is planned for) up to its champion crowned; returns what
+    its close needs (`close`, which the pipeline runs beside the next iteration), with its
+    summary row and the CPU-seconds of each stage (`_stages`). Its MLflow run is a child of
+    ``pipeline_run``'s, ended by its close."""
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
     with gpu_use(cfg) as gpu:
         laps = Laps("bookkeeping", gpu)
@@ -167,15 +208,17 @@ def iteration(
         tags = {**tags, "prefect.flow_run_id": str(flow_run.id or "")}
         track = tracking.open_iteration_run(cfg, pipeline_run, i, tags)
         try:  # (from here on, a stop ends the child run FAILED or KILLED)
-            row = _stages(cfg, layout, made, track, tags, laps)
+            closing = _stages(cfg, layout, made, track, tags, laps)
             cpu, wall, n, busy = laps.totals(), laps.walls(), cores(), laps.gpu_busy()
             metrics = stage_metrics(cpu, wall, n, busy)
             tracking.log_metrics(track, metrics, step=i, on="iteration")
         except BaseException as error:  # the child run ends FAILED, or KILLED on an interrupt
             tracking.fail(track, error)
             raise
-    tracking.finish(track)
-    return dataclasses.replace(row, stage_cpu_s=cpu, stage_wall_s=wall, cores=n, gpu_busy=busy)
+    row = dataclasses.replace(
+        closing.row, stage_cpu_s=cpu, stage_wall_s=wall, cores=n, gpu_busy=busy
+    )
+    return dataclasses.replace(closing, row=row)
 
 
 def _stages(
@@ -185,11 +228,12 @@ def _stages(
     track: Tracking,
     tags: dict[str, str],
     laps: Laps,
-) -> SummaryRow:
-    """The iteration's stages in order, each found or run, then its lineage commit and
-    summary. CPU-seconds by stage (``laps``): the games, the training steps, the matches, the
-    ratings (the Elo fit and curve) and the promotion; everything else (the plan, DVC commits,
-    MLflow, the lineage commit) is bookkeeping."""
+) -> Closing:
+    """The iteration's stages in order, each found or run, up to the champion crowned (the
+    next iteration plays it); its close follows (`close`). CPU-seconds by stage (``laps``): the
+    games, the training steps, the matches, the ratings (the Elo fit and curve) and the
+    crowning; everything else (the plan, DVC commits, MLflow) is bookkeeping, and the close's
+    work is charged to the stages of the next iteration that it runs beside."""
     i = plan.iteration
     progress = IterationProgress(layout, i, track.run_id, tracking.run_link(track))
     found = {s for s, r in STAGE_RECORDS.items() if finished(layout, i, s, r) is not None}
@@ -199,9 +243,17 @@ def _stages(
     progress.done(Stage.TRAIN, train, Stage.TRAIN in found)
     evaluation = run_evaluate(cfg, layout, plan, track, laps)
     progress.done(Stage.EVALUATE, evaluation, Stage.EVALUATE in found)
-    with laps.lap(Stage.PROMOTE.value):
-        promotion = run_promote(cfg, layout, plan, evaluation, train, track, tags)
-    progress.done(Stage.PROMOTE, promotion, Stage.PROMOTE in found)
-    message = f"{layout.run}: iteration {i} (code {tags.get('git_commit')})"
-    record_lineage(layout, i, message)
-    return publish_summary(layout, i, selfplay, train, evaluation, promotion)
+    promoted = evaluation.gate.decision.promoted
+    if Stage.PROMOTE not in found:  # (a promotion recorded before crowned it then)
+        with laps.lap(Stage.PROMOTE.value):
+            crown(layout, i, promoted, train.trained.result.weights_sha256)
+    row = summary_row(i, selfplay, train, evaluation, promoted)
+    return Closing(plan, train, evaluation, track, tags, progress, Stage.PROMOTE in found, row)
+
+
+def _commit(layout: RunLayout, i: int, stage: Stage) -> dict[str, str]:
+    """Record iteration ``i``'s finished ``stage`` in DVC (`tasks.commits.dvc_commit`) once the
+    previous iteration's close has ended (`flows.beside`): the project's repository takes one
+    commit at a time, in order, and a close that failed stops the run here, with its error."""
+    beside(layout.root).wait()
+    return dvc_commit(layout, i, stage.value)

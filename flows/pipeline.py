@@ -13,6 +13,7 @@ runs each unfinished iteration.
 from __future__ import annotations
 
 import gc
+import logging
 from itertools import count
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from flows.api import prefect_api, require_api_for
-from flows.iteration import iteration
+from flows.beside import Beside, beside
+from flows.iteration import close, iteration
 from tabula.config import Config, parse_config
 from tabula.plan import derive_seed
 from tasks import tracking, versioning
@@ -75,6 +77,7 @@ def pipeline(
     track = tracking.open_pipeline_run(cfg, layout, tags)
     one = iteration.with_options(task_runner=_task_runner(cfg.selfplay.workers, dask_address))
     meter = metered(layout, core_hours, hours, cpu_start)
+    closes = beside(layout.root)
     rows: list[SummaryRow] = []
     try:
         for i in count(1):
@@ -83,15 +86,28 @@ def pipeline(
                 break  # the iterations asked for are done, or the budget is spent
             row = closed_row(layout, i)
             if row is None:
-                row = one(config_yaml, project, run, i, track, tags, planned)
+                closing = one(config_yaml, project, run, i, track, tags, planned)
+                closes.start(f"close-{i}", close, cfg, closing, layout)  # beside the next
                 raise_if_interrupted()  # a Ctrl-C the iteration flow's engine dropped
                 settle_heap()
-                row = charge(layout, meter, row)
+                row = charge(layout, meter, closing.row)
             rows.append(row)
+        closes.wait()
     except BaseException as error:  # the parent run ends FAILED, or KILLED on an interrupt,
-        tracking.fail(track, error, and_running=True)  # a child's too
+        _let_close(closes)  # a child's too; a close in flight ends first
+        tracking.fail(track, error, and_running=True)
         raise
     return _close(track, layout, rows)
+
+
+def _let_close(closes: Beside) -> None:
+    """Wait for the close in flight as a run stops on an error: it ends its iteration's MLflow
+    run itself, FINISHED, or FAILED with its own error (logged here; the run's error is the
+    one raised)."""
+    try:
+        closes.wait()
+    except BaseException as error:
+        logging.getLogger(__name__).error("an iteration's close failed too: %r", error)
 
 
 def _close(track: tracking.Tracking, layout: RunLayout, rows: list[SummaryRow]) -> list[SummaryRow]:
@@ -141,15 +157,17 @@ def settle_heap() -> None:
 def closed_row(layout: RunLayout, i: int) -> SummaryRow | None:
     """Iteration i's summary row from its records if its flow ran to the end before, else None.
 
-    Iterations run one after another, and the next one's flow writes its stage file first: so
-    when iteration i + 1 has one, iteration i's flow returned (its lineage commit, summary and
-    MLflow run closed), and a resume need not run it again. Running it again would find every
-    stage finished, but its flow run, MLflow run, reports and git commit cost about a CPU-second
-    each time, for every finished iteration of every resume (`bench/strength.py` resumes once
-    an iteration). The last finished iteration still runs, so a kill between its stages' ends
-    and its flow's end is mended by the resume.
+    Iterations run one after another, each one's close beside the next (`flows.beside`), and
+    an iteration's flow writes its stage file first: so when iteration i + 2 has one, iteration
+    i's flow returned and its close ended (its promotion record, lineage commit, summary and
+    MLflow run), since iteration i + 1's first DVC commit, or else its own close's start, waited
+    for it; and a resume need not run it again. Running it again would find every stage
+    finished, but its flow run, MLflow run, reports and git commit cost about a CPU-second each
+    time, for every finished iteration of every resume. The last two finished iterations still
+    run, so a kill between an iteration's stages' ends and its close's end is mended by the
+    resume.
     """
-    if not layout.stage_file(i + 1).exists():
+    if not layout.stage_file(i + 2).exists():
         return None
     selfplay = finished(layout, i, Stage.SELFPLAY, SelfplayRecord)
     train = finished(layout, i, Stage.TRAIN, TrainRecord)
@@ -157,7 +175,7 @@ def closed_row(layout: RunLayout, i: int) -> SummaryRow | None:
     promotion = finished(layout, i, Stage.PROMOTE, PromotionRecord)
     if selfplay is None or train is None or evaluation is None or promotion is None:
         return None
-    row = summary_row(i, selfplay, train, evaluation, promotion)
+    row = summary_row(i, selfplay, train, evaluation, promotion.promoted)
     spent = spent_on(read_budget(layout), i)
     return row if spent is None else measured_as(row, spent)
 

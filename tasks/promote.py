@@ -1,5 +1,7 @@
-"""The promotion stage: crown the candidate the gate promoted, and name the champion after;
-and the check that a checkpoint an iteration starts from still holds the weights recorded.
+"""The promotion stage: crown the candidate the gate promoted (`crown`, as the iteration's
+stages end), then record its registered version and the champion after (`promote`, in the
+iteration's close, beside the next iteration: `flows.beside`); and the check that a checkpoint
+an iteration starts from still holds the weights recorded.
 
 ``champion.json`` points at the current best checkpoint and holds its ``weights_sha256``
 (`model.network.weights_sha256`, the hash the training record and the registry's
@@ -37,6 +39,17 @@ def set_champion(
     crowned = Champion(iteration, layout.rel(layout.model(iteration)), version, weights_sha256)
     write_record(layout.champion, crowned)
     return crowned
+
+
+@task(name="crown", task_run_name="crown-i{iteration}", **IO_RETRIES)
+def crown(layout: RunLayout, iteration: int, promoted: bool, weights_sha256: str) -> int:
+    """Make iteration ``iteration``'s model the champion when the gate promoted it, before it
+    is registered (`promote` records its version afterwards, in the iteration's close, while
+    the next iteration already plays it); returns the champion's iteration."""
+    best = champion(layout)
+    if promoted and (best is None or best.iteration != iteration):
+        best = set_champion.fn(layout, iteration, None, weights_sha256)
+    return 0 if best is None else best.iteration
 
 
 @task(name="promote", task_run_name="promote-i{iteration}", **IO_RETRIES)

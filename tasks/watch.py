@@ -38,7 +38,7 @@ from tasks.run.records import (
     TrainRecord,
 )
 from tasks.run.results import ResultsStoreError
-from tasks.run.summary import SummaryRow, summary_row
+from tasks.run.summary import SummaryRow
 
 Display = Callable[[str, int, int], None]
 """``display(label, done, total)``: ``label`` names one bar, e.g. "iter 2 training (steps)"."""
@@ -167,17 +167,12 @@ def _fmt(value: Any) -> str:
 
 @task(name="iteration-summary", task_run_name="summary-i{i}")
 def publish_summary(
-    layout: RunLayout,
-    i: int,
-    selfplay: SelfplayRecord,
-    train: TrainRecord,
-    evaluation: EvaluationRecord,
-    promotion: PromotionRecord,
-) -> SummaryRow:
-    """Publish the iteration's summary as a Prefect markdown artifact; return the row."""
+    layout: RunLayout, i: int, row: SummaryRow, evaluation: EvaluationRecord, champion: int
+) -> None:
+    """Publish iteration ``i``'s summary (its ``row``, its gate's decision and the champion
+    after it) as a Prefect markdown artifact."""
     from prefect.artifacts import create_markdown_artifact
 
-    row = summary_row(i, selfplay, train, evaluation, promotion)
     gate = evaluation.gate.decision
     lines = [
         f"# {layout.run}: iteration {i}",
@@ -186,13 +181,12 @@ def publish_summary(
         "| --- | --- |",
         *(f"| {k} | {_fmt(v)} |" for k, v in to_json(row).items()),
         f"| gate decision | {gate.reason} ({gate.wins}–{gate.losses}) |",
-        f"| champion | iteration {promotion.champion} |",
+        f"| champion | iteration {champion} |",
     ]
     key = artifact_key(layout, i)
     create_markdown_artifact(
         markdown="\n".join(lines), key=key, description=f"tabula {layout.run} iteration {i}"
     )
-    return row
 
 
 def plot_elo_curve(

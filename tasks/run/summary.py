@@ -11,7 +11,6 @@ from tasks.run.markers import finished
 from tasks.run.records import (
     Elo,
     EvaluationRecord,
-    PromotionRecord,
     RatingRow,
     SelfplayRecord,
     Stage,
@@ -79,15 +78,17 @@ def summary_row(
     selfplay: SelfplayRecord,
     train: TrainRecord,
     evaluation: EvaluationRecord,
-    promotion: PromotionRecord,
+    promoted: bool,
 ) -> SummaryRow:
+    """Iteration ``i``'s row from its stages' records and the gate's decision (``promoted``:
+    known before the promotion is recorded, so the row is made while the iteration closes)."""
     gate, elo, trained = evaluation.gate, evaluation.elo, train.trained
     seconds = selfplay.seconds + trained.seconds + gate.seconds
     seconds += sum(m.seconds for m in evaluation.anchors.values())
     random = evaluation.anchors.get("random")
     return SummaryRow(
         iteration=i,
-        promoted=promotion.promoted,
+        promoted=promoted,
         win_rate=gate.decision.win_rate if gate.decision.games else None,
         elo=None if elo is None else elo.elo,
         elo_low=None if elo is None else elo.low,

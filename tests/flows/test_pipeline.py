@@ -117,14 +117,22 @@ def test_rerun_finds_finished_work(two_iterations):
     assert [repr(r) for r in again] == [repr(r) for r in rows]  # (repr: nan == nan)
     after = {p: p.stat().st_mtime_ns for p in layout.root.rglob("*.parquet")}
     assert before == after  # nothing recomputed
-    # Iteration 1 is closed (iteration 2 began after its flow ended): its row comes from its
-    # records, with no flow run this time; iteration 2, the last, ran its flow again.
+    # The last two iterations run their flows again (an iteration's close runs beside the
+    # next one, so only a stage file two iterations on says it ended): every stage found.
+    assert closed_row(layout, 1) is None and closed_row(layout, 2) is None
+    assert [_flow_runs(f"{layout.run}-iter-{i}") for i in (1, 2)] == [f + 1 for f in flows]
+    # One iteration more, then the same command again: iteration 1 is closed now (iteration 3
+    # began), so its row comes from its records, with no flow run the second time.
+    assert [r.iteration for r in run_pipeline(cfg, project, iterations=3)] == [1, 2, 3]
     closed = closed_row(layout, 1)
     assert closed is not None
     elo = {"elo": rows[0].elo, "elo_low": rows[0].elo_low, "elo_high": rows[0].elo_high}
     assert repr(replace(closed, **elo)) == repr(rows[0])
-    assert closed_row(layout, 2) is None
-    assert [_flow_runs(f"{layout.run}-iter-{i}") for i in (1, 2)] == [flows[0], flows[1] + 1]
+    ran = [_flow_runs(f"{layout.run}-iter-{i}") for i in (1, 2, 3)]
+    assert [r.iteration for r in run_pipeline(cfg, project, iterations=3)] == [1, 2, 3]
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    again_ran = [_flow_runs(f"{layout.run}-iter-{i}") for i in (1, 2, 3)]
+    assert again_ran == [ran[0], ran[1] + 1, ran[2] + 1]
 
 
 def test_second_pipeline_on_the_same_run_is_refused(tiny_config, project):

@@ -1,4 +1,5 @@
-"""SIGKILL in the middle of self-play and of training, then run again: nothing lost or doubled.
+"""SIGKILL in the middle of self-play, of training and of an iteration's close (beside the next
+iteration: `flows.beside`), then run again: nothing lost or doubled.
 
 The run kills itself at named points (``TABULA_KILL_AT``, test-only), so the kills land inside
 those stages however busy the machine is.
@@ -7,9 +8,11 @@ those stages however busy the machine is.
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from cli.clone import empty_project
 from flows.pipeline import run_pipeline
 from tabula.config import load_config
 from tasks import tracking
@@ -60,3 +63,33 @@ def test_killed_run_resumes_with_nothing_lost_or_doubled(
         [("pipeline", None), ("iteration", "1"), ("iteration", "2")], key=str
     )
     assert all(r.info.status == "FINISHED" for r in mlflow_runs)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(prefect_server, tmp_path_factory) -> Path:
+    """A two-iteration TINY and GATED run that nothing interrupted (its project)."""
+    project = empty_project(tmp_path_factory.mktemp("uninterrupted") / "project")
+    runs.run(project, 2, prefect_server)
+    return project
+
+
+@pytest.mark.parametrize("point", ["promote", "lineage"])
+def test_a_kill_in_an_iteration_close_beside_the_next_resumes_to_the_same_run(
+    prefect_server, uninterrupted, project, point
+):
+    """Iteration 1's close (its registration and promotion record, then its lineage commit)
+    runs beside iteration 2; killed there, the run resumes to an uninterrupted run's data,
+    weights and decisions, every MLflow run FINISHED and every iteration tagged."""
+    layout = RunLayout(project, "data", runs.RUN)
+    killed = runs.start(project, 2, prefect_server, kill_at=f"{point}:1")
+    assert runs.killed_itself(killed, limit=300)
+    assert layout.marker(1, "evaluate").exists()
+    assert layout.marker(1, "promote").exists() == (point == "lineage")
+    runs.run(project, 2, prefect_server)
+    assert runs.outcome(project) == runs.outcome(uninterrupted)
+    runs.check_clean(project)
+    listed = subprocess.run(
+        ["git", "tag", "--list", "tabula/*"], cwd=project, capture_output=True, text=True
+    )
+    tags = listed.stdout.split()
+    assert tags == [f"tabula/{runs.RUN}/iter-{i:04d}" for i in (1, 2)]

@@ -46,7 +46,7 @@ read = [finished(layout, 1, s, r) for s, r in [(Stage.PLAN, IterationPlan),
 read += [finished(layout, 1, Stage.SELFPLAY, WorkerRecord, worker=0), champion(layout),
          finished(layout, 0, Stage.INIT, InitRecord)]
 assert all(r is not None for r in read), read
-summary_row(1, *read[1:5])
+summary_row(1, *read[1:4], read[4].promoted)
 print("heavy:", *sorted(m for m in %r if m in sys.modules))
 """
 

@@ -1,0 +1,69 @@
+"""Work beside the next iteration: an iteration's close runs in a thread while the next one
+plans and plays.
+
+An iteration's close (`flows.iteration.close`: its model's registration, its promotion marker,
+its lineage commit and summary) needs nothing the next iteration makes, and the next iteration
+needs nothing of it but the champion, which the iteration crowns before it returns. So the
+pipeline starts the close (`Beside.start`) and goes on; the next iteration's self-play runs
+beside it, and its first DVC commit waits for it (`Beside.wait`), so that commits to the
+project's repository stay one at a time and in order, and a close that failed stops the run
+there with its own error. A kill while a close runs is mended on resume: the iteration whose
+close did not end is run again (`flows.pipeline.closed_row`), every stage found, and its close
+with it.
+
+One close at a time per run; the thread carries the caller's context (Prefect's flow run).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+_lock = threading.Lock()
+_running: dict[Path, Beside] = {}
+
+
+class Beside:
+    """The close in flight of one run (`beside`), or none."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self, name: str, work: Callable[..., Any], *args: Any) -> None:
+        """Run ``work(*args)`` in a thread named ``name``, once the one before has ended (its
+        error raised here, and nothing started)."""
+        self.wait()
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=self._run, args=(context, work, args), name=name, daemon=False
+        )
+        self._thread.start()
+
+    def _run(self, context: contextvars.Context, work: Callable[..., Any], args: tuple) -> None:
+        try:
+            context.run(work, *args)
+        except BaseException as error:  # raised in the thread that waits (`wait`)
+            self._error = error
+
+    def wait(self) -> None:
+        """Wait for the work in flight, if any, and raise its error (once)."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+def beside(root: Path) -> Beside:
+    """The `Beside` of the run whose folder is ``root`` (one per run and process)."""
+    with _lock:
+        return _running.setdefault(root.resolve(), Beside())
