@@ -38,7 +38,8 @@ class TemporaryServer:
     """A Prefect API server (no UI) on a free local port, in a session of its own; `stop`
     terminates it. The command and environment are those of Prefect's temporary server."""
 
-    def __init__(self, startup_timeout_s: float) -> None:
+    def __init__(self) -> None:
+        """Start the server (`wait_healthy` waits until it answers)."""
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.bind(("127.0.0.1", 0))  # the server inherits the bound socket: no port race
         # uvicorn takes an inherited socket for a Unix one and leaves Nagle's algorithm on for
@@ -59,13 +60,17 @@ class TemporaryServer:
             preexec_fn=_die_with(os.getpid()),
         )  # fmt: skip
         listener.close()
-        self._wait_healthy(startup_timeout_s)
+        self.healthy = False
 
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
-    def _wait_healthy(self, timeout_s: float) -> None:
+    def wait_healthy(self, timeout_s: float) -> None:
+        """Return once the server answers (at once after the first time); TabulaError when it
+        exits first, or gives no answer within ``timeout_s``."""
+        if self.healthy:
+            return
         deadline = time.monotonic() + timeout_s
         with httpx.Client(timeout=5.0) as client:
             while time.monotonic() < deadline:
@@ -76,6 +81,7 @@ class TemporaryServer:
                     )
                 try:
                     if client.get(f"{self.api_url}/health").status_code == 200:
+                        self.healthy = True
                         return
                 except httpx.TransportError:
                     pass
@@ -124,22 +130,32 @@ def require_api_for(url: str | None, dask_address: str | None) -> None:
         )
 
 
+def start_server_for(url: str | None) -> None:
+    """Start this process's temporary server now when the flows will report to it (``url``
+    and Prefect's own setting name no API), without waiting for it to answer: a run's checks
+    and start go on while it starts (`prefect_api` waits for it). Nothing when one runs."""
+    global _server
+    if _named_api(url) is None and (_server is None or _server.process.poll() is not None):
+        _server = TemporaryServer()
+        atexit.register(_server.stop)
+
+
 @contextmanager
 def prefect_api(url: str | None) -> Iterator[str]:
     """Run the body's flows against ``url``; None: Prefect's own setting, else this process's
-    temporary server, started on first use and stopped at exit. Yields the API URL."""
+    temporary server (`start_server_for`: started on first use, or before, and stopped at
+    exit). Yields the API URL."""
     from prefect.settings import (
         PREFECT_API_URL,
         PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
         temporary_settings,
     )
 
-    global _server
     url = _named_api(url)
     if url is None:
-        if _server is None or _server.process.poll() is not None:
-            _server = TemporaryServer(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
-            atexit.register(_server.stop)
+        start_server_for(None)
+        assert _server is not None
+        _server.wait_healthy(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
         url = _server.api_url
     with temporary_settings(updates={PREFECT_API_URL: url}):
         yield url

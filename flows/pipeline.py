@@ -20,7 +20,7 @@ from pathlib import Path
 from prefect import flow
 from prefect.runtime import flow_run
 
-from flows.api import prefect_api, require_api_for
+from flows.api import prefect_api, require_api_for, start_server_for
 from flows.beside import Beside, beside
 from flows.iteration import close, iteration
 from tabula.config import Config, parse_config
@@ -195,7 +195,8 @@ def run_pipeline(
     that another tabula run holds in it (`tasks.tracking.require_own_name`), or a Dask scheduler on
     another machine with no Prefect server named (`flows.api.require_api_for`), is refused
     first, in seconds and in one line, before anything of the run is made on disk, in git or in
-    MLflow.
+    MLflow. The temporary Prefect server, when the run needs one, starts while these checks
+    run (`flows.api.start_server_for`).
 
     iterations: the iterations to reach (default: the config's, or, with a budget, as many
     as it pays for). core_hours, hours: the run's CPU and wall budgets (`tasks.run.budget`;
@@ -205,6 +206,7 @@ def run_pipeline(
     cpu_start = process_tree_cpu_seconds() if cpu_start is None else cpu_start
     dask_address = dask_address or cfg.pipeline.dask_address
     require_api_for(cfg.pipeline.prefect_api_url, dask_address)
+    start_server_for(cfg.pipeline.prefect_api_url)  # (it starts while the checks run)
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, cfg.pipeline.name)
     tracking.require_reachable(cfg.pipeline.mlflow_tracking_uri, layout.project)
     versioning.require_run_files(layout.project, layout.run, layout.rel(layout.params))

@@ -133,3 +133,13 @@ def test_the_configured_prefect_api_is_the_one_used(prefect_server, project, hom
             flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[name, f"{name}-iter-1"]))
         )
     assert sorted(r.name for r in found) == [name, f"{name}-iter-1"]
+
+
+def test_a_run_with_a_named_api_starts_no_server_of_its_own(monkeypatch):
+    """`flows.api.start_server_for` starts the temporary server ahead of the flows only when
+    they will report to it."""
+    from flows import api
+
+    monkeypatch.setattr(api, "_server", None)
+    api.start_server_for("http://127.0.0.1:9/api")
+    assert api._server is None
