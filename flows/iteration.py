@@ -200,9 +200,9 @@ def iteration(
     summary row and the CPU-seconds of each stage (`_stages`). Its MLflow run is a child of
     ``pipeline_run``'s, ended by its close."""
     cfg = parse_config(config_yaml, source=f"data/{run}/params.yaml")
+    layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
     with gpu_use(cfg) as gpu:
-        laps = Laps("bookkeeping", gpu)
-        layout = RunLayout(Path(project), cfg.pipeline.data_dir, run)
+        laps = Laps("bookkeeping", gpu, beside(layout.root).cpu_seconds)
         made = plan(cfg, layout, i, planned)
         write_iteration_stages(layout, made)
         tags = {**tags, "prefect.flow_run_id": str(flow_run.id or "")}
@@ -232,8 +232,8 @@ def _stages(
     """The iteration's stages in order, each found or run, up to the champion crowned (the
     next iteration plays it); its close follows (`close`). CPU-seconds by stage (``laps``): the
     games, the training steps, the matches, the ratings (the Elo fit and curve) and the
-    crowning; everything else (the plan, DVC commits, MLflow) is bookkeeping, and the close's
-    work is charged to the stages of the next iteration that it runs beside."""
+    crowning; everything else (the plan, DVC commits, MLflow) is bookkeeping. The previous
+    iteration's close, running beside this one's start, is charged to ``close``."""
     i = plan.iteration
     progress = IterationProgress(layout, i, track.run_id, tracking.run_link(track))
     found = {s for s, r in STAGE_RECORDS.items() if finished(layout, i, s, r) is not None}

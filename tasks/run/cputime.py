@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,14 +162,24 @@ class Readings(Protocol):
     def take(self) -> list[float]: ...
 
 
+#: The name `Laps` charges the CPU-seconds of the work beside the laps to (an iteration's close).
+BESIDE = "close"
+
+
 class Laps:
     """CPU-seconds of this process tree, and wall seconds, by name: what is spent inside a
     `lap` block goes to its name, everything else to ``rest`` (the bookkeeping between the
     stages' work). With ``gpu`` (the GPU's busy share, read while the laps run), each name also
-    gets the mean of the readings made during its laps."""
+    gets the mean of the readings made during its laps. With ``beside`` (the CPU-seconds so far
+    of work that runs beside the laps in threads of this process: the previous iteration's
+    close, `flows.beside`), what that work spends goes to ``close`` (`BESIDE`, CPU only: it has
+    no wall time of its own), not to the lap it ran beside."""
 
-    def __init__(self, rest: str, gpu: Readings | None = None) -> None:
-        self.rest, self.gpu = rest, gpu
+    def __init__(
+        self, rest: str, gpu: Readings | None = None, beside: Callable[[], float] | None = None
+    ) -> None:
+        self.rest, self.gpu, self.beside = rest, gpu, beside
+        self.last_beside = beside() if beside is not None else 0.0
         self.last = process_tree_cpu_seconds()
         self.last_wall = time.monotonic()
         self.laps: dict[str, float] = {}
@@ -180,7 +190,12 @@ class Laps:
 
     def _charge(self, name: str) -> None:
         now, wall = process_tree_cpu_seconds(), time.monotonic()
-        self.laps[name] = self.laps.get(name, 0.0) + now - self.last
+        aside = 0.0
+        if self.beside is not None:
+            spent = self.beside()
+            aside, self.last_beside = spent - self.last_beside, spent
+            self.laps[BESIDE] = self.laps.get(BESIDE, 0.0) + aside
+        self.laps[name] = self.laps.get(name, 0.0) + now - self.last - aside
         self.wall_laps[name] = self.wall_laps.get(name, 0.0) + wall - self.last_wall
         self.last, self.last_wall = now, wall
         if self.gpu is not None:

@@ -298,7 +298,9 @@ class Spent:
     wall_s: wall seconds the run's processes ran.
     stages: this iteration's CPU-seconds by stage ("selfplay", "train", "evaluate": the
         matches, "ratings": the Elo fit over every game and its curve, "promote",
-        "bookkeeping": the plan, DVC stage files, MLflow runs, lineage commit and summary).
+        "bookkeeping": the plan, DVC stage files, the DVC commits and MLflow; "close": the
+        previous iteration's close, its registration, promotion record, lineage commit and
+        summary, which runs beside this iteration's start: `flows.beside`).
     stage_wall_s: this iteration's wall seconds by the same stages (empty in runs recorded
         before they were measured); cores: the cores the process could use
         (`tasks.run.cputime.cores`; None before it was recorded); gpu_busy: the GPU's mean

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from flows.beside import Beside, beside
+from tasks.run.cputime import BESIDE, Laps
 
 _where: contextvars.ContextVar[str] = contextvars.ContextVar("where", default="unset")
 
@@ -70,3 +72,41 @@ def test_the_work_sees_the_callers_context() -> None:
 def test_one_per_run_folder(tmp_path: Path) -> None:
     assert beside(tmp_path / "a") is beside(tmp_path / "a" / ".." / "a")
     assert beside(tmp_path / "a") is not beside(tmp_path / "b")
+
+
+def _spin(seconds: float) -> None:
+    """Keep this thread busy for ``seconds`` of its own CPU time."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_its_cpu_is_counted_while_it_runs_and_after() -> None:
+    work = Beside()
+    assert work.cpu_seconds() == 0.0
+    go = threading.Event()
+    work.start("close-1", lambda: (_spin(0.2), go.wait(5)))
+    deadline = time.monotonic() + 5
+    while work.cpu_seconds() < 0.2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert 0.2 <= work.cpu_seconds() < 0.4  # read from the running thread's clock
+    go.set()
+    work.wait()
+    ran = work.cpu_seconds()
+    work.start("close-2", _spin, 0.1)
+    work.wait()
+    assert work.cpu_seconds() == pytest.approx(ran + 0.1, abs=0.05)
+
+
+def test_the_laps_beside_it_leave_its_cpu_out() -> None:
+    """The next iteration's laps charge the close running beside them to ``close``."""
+    work = Beside()
+    laps = Laps("rest", beside=work.cpu_seconds)
+    with laps.lap("selfplay"):
+        work.start("close-1", _spin, 0.3)
+        _spin(0.3)
+        work.wait()
+    split = laps.totals()
+    assert split[BESIDE] == pytest.approx(0.3, abs=0.08)
+    assert split["selfplay"] == pytest.approx(0.3, abs=0.15)
+    assert BESIDE not in laps.walls()  # CPU only: it has no wall time of its own

@@ -20,7 +20,7 @@ from tests.conftest import TINY
 
 pytestmark = pytest.mark.slow
 
-STAGES = {"bookkeeping", "selfplay", "train", "evaluate", "ratings", "promote"}
+STAGES = {"bookkeeping", "selfplay", "train", "evaluate", "ratings", "promote", "close"}
 
 
 def test_a_budgeted_run_stops_at_its_budget_and_anneals_on_it(prefect_server, project, tmp_path):
