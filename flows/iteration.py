@@ -161,7 +161,7 @@ class Closing:
     row: SummaryRow
 
 
-def close(cfg: Config, closing: Closing, layout: RunLayout) -> None:
+def close(cfg: Config, layout: RunLayout, closing: Closing) -> None:
     """End an iteration, beside the next one (`flows.beside`): register its model and record its
     promotion (`run_promote`), commit its lineage, publish its summary and end its MLflow run
     (FAILED, or KILLED on an interrupt, when this raises)."""

@@ -87,7 +87,7 @@ def pipeline(
             row = closed_row(layout, i)
             if row is None:
                 closing = one(config_yaml, project, run, i, track, tags, planned)
-                closes.start(f"close-{i}", close, cfg, closing, layout)  # beside the next
+                closes.start(f"close-{i}", close, cfg, layout, closing)  # beside the next
                 raise_if_interrupted()  # a Ctrl-C the iteration flow's engine dropped
                 settle_heap()
                 row = charge(layout, meter, closing.row)
