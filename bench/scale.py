@@ -43,6 +43,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -238,14 +239,7 @@ def pipeline_rate(config: Path, overrides: list[str], workers: int, iterations: 
     layout = RunLayout(project, "data", run)
     spent = read_budget(layout).spent
     measured = spent[1:] if len(spent) > 1 else spent
-    wall = sum(sum(s.stage_wall_s.values()) for s in measured)
-    cpu = sum(sum(s.stages.values()) for s in measured)
-    stage_wall: dict[str, float] = {}
-    stage_cpu: dict[str, float] = {}
-    for s in measured:
-        for stage, seconds in s.stage_wall_s.items():
-            stage_wall[stage] = stage_wall.get(stage, 0.0) + seconds
-            stage_cpu[stage] = stage_cpu.get(stage, 0.0) + s.stages.get(stage, 0.0)
+    wall, cpu, stage_wall, stage_cpu = _usage(spent)
     positions = samples = 0.0
     for s in measured:
         selfplay = finished(layout, s.iteration, Stage.SELFPLAY, SelfplayRecord)
@@ -265,6 +259,25 @@ def pipeline_rate(config: Path, overrides: list[str], workers: int, iterations: 
         "run_wall_s": done.wall_s,
         "run_cpu_s": done.cpu_s,
     }
+
+
+def _usage(spent: Sequence[Any]) -> tuple[float, float, dict[str, float], dict[str, float]]:
+    """Wall and CPU seconds from the end of a run's first iteration to the end of its last
+    (``budget.json``'s totals: the whole run for one iteration), and both by stage over those
+    iterations, with ``between`` for what the stages' laps leave out: the iteration flows'
+    start and end and the pipeline's work between them (CPU: the CPU-only ``close`` too)."""
+    first, measured = (spent[0], spent[1:]) if len(spent) > 1 else (None, spent)
+    wall = spent[-1].wall_s - (first.wall_s if first else 0.0)
+    cpu = spent[-1].cpu_s - (first.cpu_s if first else 0.0)
+    stage_wall: dict[str, float] = {}
+    stage_cpu: dict[str, float] = {}
+    for s in measured:
+        for stage, seconds in s.stage_wall_s.items():
+            stage_wall[stage] = stage_wall.get(stage, 0.0) + seconds
+            stage_cpu[stage] = stage_cpu.get(stage, 0.0) + s.stages.get(stage, 0.0)
+    stage_wall["between"] = max(0.0, wall - sum(stage_wall.values()))
+    stage_cpu["between"] = max(0.0, cpu - sum(stage_cpu.values()))
+    return wall, cpu, stage_wall, stage_cpu
 
 
 def _batch(layout: Any) -> int:
