@@ -21,12 +21,14 @@ second over the larger of the two is how near the workers come to what the netwo
 
 (c) The pipeline: a fresh project runs ``tabula run --iterations I`` with ``--set
 selfplay.workers=W`` for each W (``selfplay.processes`` auto: processes from 2 workers). From
-the run's ``budget.json`` and stage records, over the iterations after the first (the first
-pays numba's compilation and the workers' start): iterations per hour, self-play positions
-per second, trained samples per second, each stage's share of the iteration's wall time, the
-cores busy over the iterations and within each stage. The run has the environment's OpenMP
-wait policy, as a user's run would (unset: OpenMP's default), not bench.strength's sleeping
-threads, which leave a core idle between training's parallel regions.
+the run's ``budget.json`` and stage records, from the end of the first iteration to the end
+of the last (the first pays numba's compilation and the workers' start): iterations per hour,
+self-play positions per second, trained samples per second, each stage's share of that wall
+time (``between``: what the stages' laps leave out, the iteration flows' start and end and the
+pipeline's work between them), the cores busy over it and within each stage. The run has the
+environment's OpenMP wait policy, as a user's run would (unset: OpenMP's default), not
+bench.strength's sleeping threads, which leave a core idle between training's parallel
+regions.
 
 Prints tables and writes JSON with the machine (CPU model, cores, GPU), the commit, the config
 and its overrides. Goals (docs/benchmarks.md, "Scaling"): a 2-core CPU >= 95% busy in a run;
