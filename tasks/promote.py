@@ -42,14 +42,13 @@ def set_champion(
 
 
 @task(name="crown", task_run_name="crown-i{iteration}", **IO_RETRIES)
-def crown(layout: RunLayout, iteration: int, promoted: bool, weights_sha256: str) -> int:
+def crown(layout: RunLayout, iteration: int, promoted: bool, weights_sha256: str) -> None:
     """Make iteration ``iteration``'s model the champion when the gate promoted it, before it
     is registered (`promote` records its version afterwards, in the iteration's close, while
-    the next iteration already plays it); returns the champion's iteration."""
+    the next iteration already plays it)."""
     best = champion(layout)
     if promoted and (best is None or best.iteration != iteration):
-        best = set_champion.fn(layout, iteration, None, weights_sha256)
-    return 0 if best is None else best.iteration
+        set_champion.fn(layout, iteration, None, weights_sha256)
 
 
 @task(name="promote", task_run_name="promote-i{iteration}", **IO_RETRIES)
