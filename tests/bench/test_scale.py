@@ -8,30 +8,24 @@ import pytest
 from bench.scale import _usage
 from tasks.run.records import Spent
 
+STAGES = ("selfplay", "train", "close")  # (close: CPU only, no wall time of its own)
 
-def _spent(i: int, cpu: float, wall: float, stages: dict, walls: dict) -> Spent:
-    return Spent(i, cpu, wall, stages=stages, stage_wall_s=walls, cores=2)
+
+def _spent(i: int, cpu: float, wall: float, by_stage: tuple, walls: tuple) -> Spent:
+    stages = dict(zip(STAGES, by_stage, strict=False))
+    return Spent(i, cpu, wall, stages, dict(zip(STAGES, walls, strict=False)), cores=2)
+
+
+#: A run's budget.json: (iteration, CPU-s, wall s, then CPU-s and wall s by STAGES), totals so far.
+RUN = [
+    (1, 100.0, 60.0, (90.0,), (50.0,)),  # pays the start
+    (2, 150.0, 90.0, (30.0, 17.0, 1.0), (16.0, 10.0)),
+    (3, 205.0, 120.0, (31.0, 18.0, 1.0), (17.0, 10.0)),
+]
 
 
 def test_the_iterations_after_the_first_and_what_lies_between_their_stages():
-    spent = [
-        _spent(1, 100.0, 60.0, {"selfplay": 90.0}, {"selfplay": 50.0}),  # pays the start
-        _spent(
-            2,
-            150.0,
-            90.0,
-            {"selfplay": 30.0, "train": 17.0, "close": 1.0},
-            {"selfplay": 16.0, "train": 10.0},
-        ),  # fmt: skip
-        _spent(
-            3,
-            205.0,
-            120.0,
-            {"selfplay": 31.0, "train": 18.0, "close": 1.0},
-            {"selfplay": 17.0, "train": 10.0},
-        ),  # fmt: skip
-    ]
-    wall, cpu, stage_wall, stage_cpu = _usage(spent)
+    wall, cpu, stage_wall, stage_cpu = _usage([_spent(*row) for row in RUN])
     assert (wall, cpu) == (60.0, 105.0)  # the budget's totals, not the laps' sums
     assert stage_wall == {"selfplay": 33.0, "train": 20.0, "between": 7.0}
     # the CPU the laps leave out of the stages with wall time: what ran between them, and close
@@ -39,6 +33,5 @@ def test_the_iterations_after_the_first_and_what_lies_between_their_stages():
 
 
 def test_one_iteration_is_the_whole_run():
-    wall, cpu, stage_wall, _ = _usage([_spent(1, 100.0, 60.0, {"selfplay": 90.0},
-                                              {"selfplay": 50.0})])  # fmt: skip
+    wall, cpu, stage_wall, _ = _usage([_spent(*RUN[0])])
     assert (wall, cpu) == (60.0, 100.0) and stage_wall["between"] == 10.0
