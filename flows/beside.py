@@ -1,15 +1,18 @@
 """Work beside the next iteration: an iteration's close runs in a thread while the next one
-plans and plays.
+plays its games.
 
 An iteration's close (`flows.iteration.close`: its model's registration, its promotion marker,
-its lineage commit and summary) needs nothing the next iteration makes, and the next iteration
-needs nothing of it but the champion, which the iteration crowns before it returns. So the
-pipeline starts the close (`Beside.start`) and goes on; the next iteration's self-play runs
-beside it, and its first DVC commit waits for it (`Beside.wait`), so that commits to the
-project's repository stay one at a time and in order, and a close that failed stops the run
-there with its own error. A kill while a close runs is mended on resume: the iteration whose
-close did not end is run again (`flows.pipeline.closed_row`), every stage found, and its close
-with it.
+its DVC push, its lineage commit and summary) needs nothing the next iteration makes, and the
+next iteration needs nothing of it but the champion, which the iteration crowns before it
+returns. So the pipeline hands the close over (`Beside.start`) and goes on. The close begins
+when the next iteration's games do (`Beside.release`): until then this process's one thread of
+Python (the flow runs' start and end, the plan) is the work in the way, and a close beside it
+would only take turns with it for the interpreter; while the games run in worker processes,
+the flow's thread just waits. The next iteration's first DVC commit waits for the close
+(`Beside.wait`), so that commits to the project's repository stay one at a time and in order,
+and a close that failed stops the run there with its own error. A kill while a close runs is
+mended on resume: the iteration whose close did not end is run again
+(`flows.pipeline.closed_row`), every stage found, and its close with it.
 
 One close at a time per run; the thread carries the caller's context (Prefect's flow run).
 """
@@ -32,6 +35,7 @@ class Beside:
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
+        self._go = threading.Event()  # the work handed over may begin
         self._error: BaseException | None = None
         self._cpu_ended = 0.0  # CPU-seconds of the threads that ended (or are ending)
         self._cpu_lock = threading.Lock()
@@ -49,8 +53,10 @@ class Beside:
 
     def start(self, name: str, work: Callable[..., Any], *args: Any) -> None:
         """Run ``work(*args)`` in a thread named ``name``, once the one before has ended (its
-        error raised here, and nothing started)."""
+        error raised here, and nothing started), and from the moment `release` or `wait` is
+        called."""
         self.wait()
+        self._go.clear()
         context = contextvars.copy_context()
         self._thread = threading.Thread(
             target=self._run, args=(context, work, args), name=name, daemon=False
@@ -58,6 +64,7 @@ class Beside:
         self._thread.start()
 
     def _run(self, context: contextvars.Context, work: Callable[..., Any], args: tuple) -> None:
+        self._go.wait()
         with self._cpu_lock:
             self._counting = threading.get_ident()
         try:
@@ -69,8 +76,14 @@ class Beside:
                 self._cpu_ended += time.thread_time()
                 self._counting = None
 
+    def release(self) -> None:
+        """Let the work handed over begin (now that the next iteration's games do)."""
+        self._go.set()
+
     def wait(self) -> None:
-        """Wait for the work in flight, if any, and raise its error (once)."""
+        """Let the work in flight begin if it has not, wait for it to end, and raise its
+        error (once)."""
+        self._go.set()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()

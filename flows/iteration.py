@@ -6,8 +6,9 @@ record its marker ``state/STAGE.json`` holds when it finished before, so running
 command again resumes at the first unfinished stage of the first unfinished iteration.
 
 The flow ends once the gate's candidate is crowned (or not); the iteration's close (its model's
-registration, its promotion record, its lineage commit and summary: `close`) runs beside the
-next iteration (`flows.beside`), whose first DVC commit waits for it.
+registration, its promotion record, its DVC push, its lineage commit and summary: `close`) runs
+beside the next iteration's games (`flows.beside`), and that iteration's first DVC commit waits
+for it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tabula.config import Config, parse_config
 from tabula.ladder import anchor_label
 from tabula.plan import IterationPlan, NextIteration, derive_seed
 from tasks import tracking
-from tasks.commits import dvc_commit, record_lineage
+from tasks.commits import dvc_commit, dvc_push, record_lineage
 from tasks.evaluate import anchor_match, anchors_to_play, elo_of, gate, ratings
 from tasks.gpu_use import gpu_use
 from tasks.pictures import evaluation_pictures, selfplay_pictures
@@ -59,6 +60,7 @@ def run_selfplay(
     checkpoint is found to hold the weights recorded for it (`tasks.promote.check_model`)."""
     i = plan.iteration
     check_model(layout, plan.best)
+    beside(layout.root).release()  # the previous iteration's close, beside the games
     with laps.lap(Stage.SELFPLAY.value):  # the games; what follows records them
         records = play_workers(cfg, layout, plan.workers)
     hashes = _commit(layout, i, Stage.SELFPLAY)
@@ -162,14 +164,16 @@ class Closing:
 
 
 def close(cfg: Config, layout: RunLayout, closing: Closing) -> None:
-    """End an iteration, beside the next one (`flows.beside`): register its model and record its
-    promotion (`run_promote`), commit its lineage, publish its summary and end its MLflow run
-    (FAILED, or KILLED on an interrupt, when this raises)."""
+    """End an iteration, beside the next one's games (`flows.beside`): register its model and
+    record its promotion (`run_promote`), push its stages' outputs to the DVC remote, commit its
+    lineage, publish its summary and end its MLflow run (FAILED, or KILLED on an interrupt,
+    when this raises)."""
     plan, track, tags = closing.plan, closing.track, closing.tags
     i = plan.iteration
     try:
         promotion = run_promote(cfg, layout, plan, closing.evaluation, closing.train, track, tags)
         closing.progress.done(Stage.PROMOTE, promotion, closing.found)
+        dvc_push(layout, i)  # (before the lineage that names its data)
         record_lineage(layout, i, f"{layout.run}: iteration {i} (code {tags.get('git_commit')})")
         publish_summary(layout, i, closing.row, closing.evaluation, promotion.champion)
     except BaseException as error:

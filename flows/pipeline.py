@@ -128,7 +128,7 @@ def _start(cfg: Config, layout: RunLayout) -> dict[str, str]:
     write_init_stage(layout, init_seed)
     made = init_model(cfg, layout, init_seed)
     if champion(layout) is None:
-        dvc_commit(layout, 0, Stage.INIT.value)
+        dvc_commit(layout, 0, Stage.INIT.value, push=True)
         set_champion(layout, 0, None, made.sha256)
     commit = code_commit()
     return {

@@ -12,15 +12,24 @@ from tasks.retry import IO_RETRIES
 from tasks.run.faults import kill_point
 from tasks.run.layout import RunLayout
 from tasks.run.reports import fixed_reports, write_run_reports
-from tasks.versioning import commit_stage, record_on_run_branch, run_branches
+from tasks.versioning import commit_stage, push_stages, record_on_run_branch, run_branches
 
 
 @task(name="dvc-commit", task_run_name="dvc-commit-i{iteration}-{stage}", **IO_RETRIES)
-def dvc_commit(layout: RunLayout, iteration: int, stage: str) -> dict[str, str]:
-    """Record a finished stage's outputs in dvc.lock and push them to the remote."""
-    hashes = commit_stage(layout.project, layout.stage_file(iteration), stage)
+def dvc_commit(layout: RunLayout, iteration: int, stage: str, push: bool = False) -> dict[str, str]:
+    """Record a finished stage's outputs in dvc.lock; push them to the remote now only when
+    ``push`` says so (an iteration's stages are pushed together by its close: `dvc_push`)."""
+    hashes = commit_stage(layout.project, layout.stage_file(iteration), stage, push)
     kill_point("dvc")
     return hashes
+
+
+@task(name="dvc-push", task_run_name="dvc-push-i{iteration}", **IO_RETRIES)
+def dvc_push(layout: RunLayout, iteration: int) -> int:
+    """Send every output iteration ``iteration``'s ``dvc.lock`` records to the DVC remote, in
+    one push (objects already there are skipped); the files sent. A kill before it ends is
+    mended by the resume, which closes the iteration again (`flows.pipeline.closed_row`)."""
+    return push_stages(layout.project, layout.stage_file(iteration))
 
 
 @task(name="record-lineage", task_run_name="lineage-i{iteration}", **IO_RETRIES)

@@ -7,7 +7,8 @@ How lineage is kept (docs/reproducing.md):
   ``dvc.yaml`` whose stages name the exact command, the dependencies (the self-play
   directories of the training window, the parent checkpoint), the params and the outputs.
   Prefect runs the stages itself; when one finishes, ``dvc commit`` records the hashes in the
-  folder's ``dvc.lock`` and ``dvc push`` sends the outputs to the remote. Because iteration
+  folder's ``dvc.lock``, and ``dvc push`` sends an iteration's outputs to the remote once its
+  stages are done (`push_stages`, beside the next iteration's games). Because iteration
   i+1's stages depend on iteration i's outputs, ``dvc dag`` shows the whole chain of a run and
   ``dvc.lock`` pins every hash. The graph is acyclic: Prefect owns the loop, DVC records it.
 * The small text files of a run (stage files, locks, the run's frozen ``params.yaml``, lineage
@@ -240,6 +241,13 @@ def commit_stage(project: Path, stage_file: Path, stage: str, push: bool = True)
     return stage_outs(project, stage_file, stage)
 
 
+def push_stages(project: Path, stage_file: Path) -> int:
+    """``dvc push`` of every stage the ``dvc.lock`` beside ``stage_file`` records, in one DVC
+    call (`_push_targets`: a failure is one line); the files pushed."""
+    rel = stage_file.resolve().relative_to(project.resolve())
+    return _push_targets(project, [f"{rel}:{stage}" for stage in read_lock(project, stage_file)])
+
+
 def _before(stage_file: Path) -> Path:
     """Where `commit_stage` keeps the ``dvc.lock`` beside ``stage_file`` as it was before the
     commit under way (empty: there was none)."""
@@ -343,10 +351,13 @@ def _lock_stage(stage: object) -> bool:
     )
 
 
-def status(project: Path, targets: Sequence[str] | None = None) -> dict[str, Any]:
-    """``dvc status``: empty when every recorded output matches the workspace."""
+def status(
+    project: Path, targets: Sequence[str] | None = None, cloud: bool = False
+) -> dict[str, Any]:
+    """``dvc status``: empty when every recorded output matches the workspace (``cloud``: when
+    the default remote holds every recorded output, ``dvc status --cloud``)."""
     with _repo(project) as repo:
-        return repo.status(targets=list(targets) if targets else None)
+        return repo.status(targets=list(targets) if targets else None, cloud=cloud)
 
 
 def changed_deps(project: Path, stage_file: Path, stage: str) -> dict[str, str]:

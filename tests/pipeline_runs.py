@@ -221,7 +221,8 @@ def outcome(project: Path, iterations: int = 2) -> Outcome:
 
 
 def check_clean(project: Path, iterations: int = 2) -> None:
-    """No temporary files, one finished MLflow run per level, nothing pending for DVC."""
+    """No temporary files, one finished MLflow run per level, nothing pending for DVC, nothing
+    missing in the DVC remote."""
     for folder in ("data", "mlflow"):
         assert not list((project / folder).rglob("*.tmp")), folder
     client = tracking.connect("sqlite:///mlflow/mlflow.db", project)
@@ -239,6 +240,7 @@ def check_clean(project: Path, iterations: int = 2) -> None:
     ], kinds
     assert all(r.info.status == "FINISHED" for r in runs), [r.info.status for r in runs]
     assert versioning.status(project) == {}
+    assert versioning.status(project, cloud=True) == {}  # every output pushed
     tags = subprocess.run(
         ["git", "tag", "-l", f"tabula/{RUN}/*"],
         cwd=project,

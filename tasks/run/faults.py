@@ -4,8 +4,8 @@
 reaches POINT, so the fault tests interrupt every stage whatever the machine's load. The
 points: each `Stage` (``init``, ``plan``, ``selfplay``, ``train``, ``evaluate``, ``promote``),
 reached after a stage's work and before its marker, and inside the long stages at each progress
-report (a self-play game, a training step, a gate or anchor game); ``dvc`` after a DVC commit
-and push, before the stage that made it is marked; ``lineage`` before an iteration's files are
+report (a self-play game, a training step, a gate or anchor game); ``dvc`` after a DVC commit,
+before the stage that made it is marked; ``lineage`` before an iteration's files are
 committed to the run branch; ``completed`` once an iteration's flow run is Completed, before
 Prefect's engine has closed it; ``push`` in ``tabula push``, after each iteration's data is in the
 DVC remote (the git refs go last). ``TABULA_KILL_SIGNAL=INT`` sends the process group a SIGINT there

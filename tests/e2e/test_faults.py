@@ -145,7 +145,7 @@ def _trial(
 
     A kill inside a stage is the run's own (``TABULA_KILL_AT``, test-only: `tasks.run.faults`)
     at the first point of the stage in this run: the random network before its marker, a
-    plan before its marker, a self-play game, a DVC commit and push before its stage is
+    plan before its marker, a self-play game, a DVC commit before its stage is
     marked, a training step, a gate or anchor game, the promotion before its marker, or the
     lineage commit; so it lands inside that stage however busy the machine is.
     """

@@ -19,10 +19,27 @@ def test_the_work_runs_beside_the_caller_until_it_waits() -> None:
     go, done = threading.Event(), []
     work = Beside()
     work.start("close-1", lambda: (go.wait(5), done.append(1)))
+    work.release()
     assert work.running and not done  # the caller went on
     go.set()
     work.wait()
     assert done == [1] and not work.running
+
+
+def test_the_work_begins_once_released_or_waited_for() -> None:
+    """Handed over, it waits for the next iteration's games (`release`); a caller that needs
+    it ended (`wait`) lets it begin too."""
+    began = threading.Event()
+    work = Beside()
+    work.start("close-1", began.set)
+    assert not began.wait(0.3) and work.running  # held until released
+    work.release()
+    assert began.wait(5)
+    work.wait()
+    began.clear()
+    work.start("close-2", began.set)
+    work.wait()  # never released: waiting lets it run
+    assert began.is_set() and not work.running
 
 
 def test_one_at_a_time_in_order() -> None:
@@ -86,6 +103,7 @@ def test_its_cpu_is_counted_while_it_runs_and_after() -> None:
     assert work.cpu_seconds() == 0.0
     go = threading.Event()
     work.start("close-1", lambda: (_spin(0.2), go.wait(5)))
+    work.release()
     deadline = time.monotonic() + 5
     while work.cpu_seconds() < 0.2 and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -104,6 +122,7 @@ def test_the_laps_beside_it_leave_its_cpu_out() -> None:
     laps = Laps("rest", beside=work.cpu_seconds)
     with laps.lap("selfplay"):
         work.start("close-1", _spin, 0.3)
+        work.release()
         _spin(0.3)
         work.wait()
     split = laps.totals()

@@ -165,3 +165,19 @@ def test_a_first_commit_killed_mid_write_leaves_no_lock_to_trip_on(tmp_path: Pat
     versioning.commit_stage(project, folder / "dvc.yaml", "a", push=False)  # restores first
     assert set(versioning.read_lock(project, folder / "dvc.yaml")) == {"a"}
     assert not (folder / "dvc.lock.before").exists()
+
+
+def test_the_stages_committed_are_pushed_together_and_a_push_again_sends_nothing(
+    tmp_path: Path,
+) -> None:
+    """An iteration's stages are committed one by one and pushed together, by its close."""
+    project = _project_with_a_stage(tmp_path)
+    (project / "more").mkdir()
+    (project / "more" / "b.txt").write_text("b\n")
+    stages = {"make": {"cmd": "true", "outs": ["out"]}, "more": {"cmd": "true", "outs": ["more"]}}
+    versioning.write_stage_file(project / "dvc.yaml", stages)
+    versioning.commit_stage(project, project / "dvc.yaml", "more", push=False)
+    assert set(versioning.status(project, cloud=True)) == {"out", "out/a.txt", "more", "more/b.txt"}
+    assert versioning.push_stages(project, project / "dvc.yaml") == 4  # (two folders of one file)
+    assert versioning.status(project, cloud=True) == {}
+    assert versioning.push_stages(project, project / "dvc.yaml") == 0
