@@ -34,7 +34,10 @@ class Beside:
     """The close in flight of one run (`beside`), or none."""
 
     def __init__(self) -> None:
-        self._thread: threading.Thread | None = None
+        # Set when no work is in flight: waited on instead of `Thread.join`, which Python 3.11
+        # leaves marking a still-running thread as ended when a signal interrupts it.
+        self._idle = threading.Event()
+        self._idle.set()
         self._go = threading.Event()  # the work handed over may begin
         self._error: BaseException | None = None
         self._cpu_ended = 0.0  # CPU-seconds of the threads that ended (or are ending)
@@ -58,10 +61,11 @@ class Beside:
         self.wait()
         self._go.clear()
         context = contextvars.copy_context()
-        self._thread = threading.Thread(
+        thread = threading.Thread(
             target=self._run, args=(context, work, args), name=name, daemon=False
         )
-        self._thread.start()
+        self._idle.clear()
+        thread.start()
 
     def _run(self, context: contextvars.Context, work: Callable[..., Any], args: tuple) -> None:
         self._go.wait()
@@ -75,6 +79,7 @@ class Beside:
             with self._cpu_lock:
                 self._cpu_ended += time.thread_time()
                 self._counting = None
+            self._idle.set()
 
     def release(self) -> None:
         """Let the work handed over begin (now that the next iteration's games do)."""
@@ -84,16 +89,14 @@ class Beside:
         """Let the work in flight begin if it has not, wait for it to end, and raise its
         error (once)."""
         self._go.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
+        self._idle.wait()  # (an interrupt here leaves it in flight, for the next wait)
         error, self._error = self._error, None
         if error is not None:
             raise error
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return not self._idle.is_set()
 
 
 def beside(root: Path) -> Beside:

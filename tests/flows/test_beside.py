@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import signal
 import threading
 import time
 from pathlib import Path
@@ -129,3 +130,20 @@ def test_the_laps_beside_it_leave_its_cpu_out() -> None:
     assert split[BESIDE] == pytest.approx(0.3, abs=0.08)
     assert split["selfplay"] == pytest.approx(0.3, abs=0.15)
     assert BESIDE not in laps.walls()  # CPU only: it has no wall time of its own
+
+
+def test_a_wait_interrupted_leaves_the_work_to_wait_for_again() -> None:
+    """A Ctrl-C or SIGTERM while the pipeline waits for the close: the wait that follows, as
+    the run stops (`flows.pipeline._let_close`), still waits for it to end."""
+    go, done = threading.Event(), []
+    work = Beside()
+    work.start("close-1", lambda: (go.wait(5), done.append(1)))
+    main = threading.main_thread().ident
+    assert main is not None
+    threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()  # a Ctrl-C
+    with pytest.raises(KeyboardInterrupt):
+        work.wait()
+    assert work.running and not done
+    go.set()
+    work.wait()
+    assert done == [1] and not work.running
