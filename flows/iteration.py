@@ -101,10 +101,12 @@ def run_evaluate(
     check_model(layout, plan.best)
     with laps.lap(Stage.EVALUATE.value):  # the games
         gated = gate(cfg, layout, i, plan.best, plan.gate_seed)
-        anchors, skipped = anchors_to_play(cfg, i)
+        anchors, skipped = anchors_to_play(cfg, i, last=plan.planned == i)
+        # Each match's seed is its place after the random player's, played or not.
+        order = ["random", *(a for a in anchors if a != "random")]
         matches = {
-            a: anchor_match(cfg, layout, i, a, derive_seed(plan.gate_seed, k + 1))
-            for k, a in enumerate(anchors)
+            a: anchor_match(cfg, layout, i, a, derive_seed(plan.gate_seed, order.index(a) + 1))
+            for a in anchors
         }
     with laps.lap("ratings"):  # the Elo fit over every game so far, and its curve
         table = ratings(cfg, layout, i)

@@ -31,7 +31,14 @@ from tasks.frozen_config import freeze_config
 from tasks.interrupts import raise_if_interrupted
 from tasks.planning import asked_iterations, init_model, upcoming
 from tasks.promote import set_champion
-from tasks.run.budget import charge, measured_as, metered, read_budget, spent_on
+from tasks.run.budget import (
+    charge,
+    given_limits,
+    measured_as,
+    metered,
+    read_budget,
+    spent_on,
+)
 from tasks.run.cputime import process_tree_cpu_seconds
 from tasks.run.layout import RunLayout, RunLock
 from tasks.run.markers import champion, finished
@@ -200,7 +207,8 @@ def run_pipeline(
 
     iterations: the iterations to reach (default: the config's, or, with a budget, as many
     as it pays for). core_hours, hours: the run's CPU and wall budgets (`tasks.run.budget`;
-    None keeps what the run had). cpu_start: CPU-seconds of this process tree not to charge
+    None keeps what the run had; with neither nor ``iterations``, a run without a budget takes
+    the config's, `given_limits`). cpu_start: CPU-seconds of this process tree not to charge
     to the run (default: what it has used so far; ``tabula run`` passes 0, so that its own
     start-up counts)."""
     cpu_start = process_tree_cpu_seconds() if cpu_start is None else cpu_start
@@ -217,6 +225,7 @@ def run_pipeline(
         text = freeze_config(cfg, layout)
         if resumed:  # the runs a killed process left RUNNING say so
             tracking.mark_killed(cfg, layout)
+        core_hours, hours = given_limits(cfg, layout, iterations, core_hours, hours)
         n = asked_iterations(cfg, layout, iterations, core_hours, hours)
         with prefect_api(cfg.pipeline.prefect_api_url):
             rows = pipeline(

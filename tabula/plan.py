@@ -96,6 +96,9 @@ class IterationPlan:
     selfplay_seed, train_seed, gate_seed: 32-bit seeds of the iteration's stages.
     workers, train: the stages' inputs (`stage_specs`); empty and None in plans written before
     they were recorded, whose specs `tasks.planning.upgraded` derives as those runs did.
+    planned: the iterations the run was planned for when this one was (`NextIteration`): the
+    last of them plays the anchors whatever ``evaluation.anchor_every`` says, so that a run's
+    final network is rated; None in plans written before.
     """
 
     iteration: int
@@ -107,6 +110,7 @@ class IterationPlan:
     gate_seed: int
     workers: tuple[WorkerSpec, ...] = ()
     train: TrainSpec | None = None
+    planned: int | None = None
 
 
 def derive_seed(run_seed: int, *keys: int) -> int:

@@ -59,18 +59,28 @@ def gate(cfg: Config, layout: RunLayout, iteration: int, best: int, seed: int) -
     return GateRecord(decision=decision, seconds=time.perf_counter() - started)
 
 
-def anchors_to_play(cfg: Config, iteration: int) -> tuple[list[str], dict[str, str]]:
+def anchors_to_play(
+    cfg: Config, iteration: int, last: bool = False
+) -> tuple[list[str], dict[str, str]]:
     """The anchors iteration ``iteration`` plays, and those it cannot, with why.
 
-    The uniform random player every iteration; the configured anchors (`tabula.ladder`) in
-    iterations divisible by ``evaluation.anchor_every``, each when its program is installed
-    (else skipped, with what to install); none at all when ``anchor_games`` is 0.
+    The configured anchors (`tabula.ladder`) in iterations divisible by
+    ``evaluation.anchor_every`` and in the ``last`` the run is planned for, each when its
+    program is installed (else skipped, with what to install); the uniform random player in
+    iterations divisible by ``evaluation.random_every``, or with the anchors when it is None;
+    none at all when ``anchor_games`` is 0.
     """
     evaluation = cfg.evaluation
     if evaluation.anchor_games == 0:
         return [], {}
-    play, skipped = ["random"], {}
-    if iteration % evaluation.anchor_every == 0:
+    anchored = last or iteration % evaluation.anchor_every == 0
+    if evaluation.random_every is None:
+        with_random = anchored
+    else:
+        with_random = iteration % evaluation.random_every == 0
+    play: list[str] = ["random"] if with_random else []
+    skipped: dict[str, str] = {}
+    if anchored:
         for name in evaluation.anchors:
             try:
                 resolve_command(anchor_spec(name).removeprefix("gtp:"))

@@ -11,7 +11,9 @@ from tasks.run.layout import RunLayout
 #: computes (the Dask scheduler and the Prefect API may move between restarts of a run), and the
 #: format its config was written in (which only says how the fields a file leaves out read; the
 #: values read are compared).
-RESUME_MAY_CHANGE = ("iterations", "dask_address", "prefect_api_url", "config_version")
+RESUME_MAY_CHANGE = (
+    "iterations", "core_hours", "hours", "dask_address", "prefect_api_url", "config_version"
+)  # fmt: skip
 
 
 def freeze_config(cfg: Config, layout: RunLayout) -> str:

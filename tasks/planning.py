@@ -121,7 +121,7 @@ def _fixed(cfg: Config, layout: RunLayout, iteration: int, planned: NextIteratio
     )
     return stage_specs(
         cfg,
-        made,
+        replace(made, planned=planned.iterations),
         layout.rel(layout.model(made.best)),
         lambda w: layout.rel(layout.worker(iteration, w)),
         _calibrated_v_resign(cfg, layout, iteration),

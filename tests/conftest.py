@@ -53,6 +53,9 @@ TINY = [
     "evaluation.simulations=4",
     "evaluation.anchor_games=2",
     "evaluation.anchors=[]",  # GnuGo's games are tests/flows/test_anchors.py's
+    "evaluation.anchor_every=1",  # the random player's games every iteration
+    "pipeline.hours=null",  # runs of the iterations asked, not the quick start's wall clock
+    "pipeline.budget_overshoot=null",
     "pipeline.name=tiny",
 ]
 

@@ -535,8 +535,8 @@ class EvaluationConfig(_Section):
     anchor_games: int = Field(
         default=20,
         ge=0,
-        description="Games against each anchor: the uniform random player every iteration, and"
-        " each of `anchors` every `anchor_every` iterations (0: no anchor games).",
+        description="Games against each anchor: the uniform random player every `random_every`"
+        " iterations, and each of `anchors` every `anchor_every` (0: no anchor games).",
     )
     anchors: list[str] = Field(
         default=["gnugo-l1"],
@@ -545,7 +545,13 @@ class EvaluationConfig(_Section):
         " whose program is not installed is skipped with a notice.",
     )
     anchor_every: int = Field(
-        default=1, ge=1, description="Play the anchors in iterations divisible by this."
+        default=3, ge=1, description="Play the anchors in iterations divisible by this."
+    )
+    random_every: int | None = Field(
+        default=None,
+        ge=1,
+        description="Play the uniform random player in iterations divisible by this; None: with"
+        " the anchors (every `anchor_every`).",
     )
     opening_plies: int = Field(
         default=2,
@@ -588,9 +594,25 @@ class PipelineConfig(_Section):
     """The run: name, length, seed, where data and records go, and where work runs."""
 
     name: str = Field(default="quickstart", pattern=_NAME, description="Run name (paths, MLflow).")
-    iterations: int = Field(default=5, ge=1, description="Self-play/train/gate iterations.")
-    budget_overshoot: float | None = Field(
+    iterations: int = Field(
+        default=5,
+        ge=1,
+        description="Self-play/train/gate iterations (with a budget: the estimate before the"
+        " first iteration finished).",
+    )
+    core_hours: float | None = Field(
         default=None,
+        gt=0,
+        description="The run's CPU budget in core-hours when `tabula run` gives none (neither"
+        " --iterations, --core-hours nor --hours) on a run that has none yet; None: no budget.",
+    )
+    hours: float | None = Field(
+        default=0.15,
+        gt=0,
+        description="The run's wall-clock budget in hours, likewise; None: no budget.",
+    )
+    budget_overshoot: float | None = Field(
+        default=0.03,
         ge=0,
         description="A budgeted run (--core-hours, --hours) does not start an iteration that"
         " its predicted cost (the last iterations' costs and their trend) would end more than"

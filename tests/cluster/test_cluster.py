@@ -50,7 +50,12 @@ pytestmark = [
 
 TABULA = str(Path(sys.executable).parent / "tabula")
 #: The quick start, with fewer games and steps: two iterations in a few minutes.
-QUICK = ["selfplay.games=64", "training.steps=100", "evaluation.anchor_games=4"]
+QUICK = [
+    "selfplay.games=64",
+    "training.steps=100",
+    "evaluation.anchor_games=4",
+    "evaluation.anchor_every=1",  # GnuGo's games in both iterations
+]
 #: configs/19x19-paper.yaml at a size that plays in seconds: every stage, the paper's board.
 PAPER_TINY = [
     "network.blocks=1",

@@ -75,12 +75,18 @@ def test_a_run_plays_gnugo_logs_the_margin_and_skips_a_missing_engine(
     )
 
 
-def test_anchors_play_every_anchor_every_iterations_and_random_always() -> None:
+def test_anchors_play_every_anchor_every_iterations_and_random_every_random_every() -> None:
     cfg = load_config(None, ["evaluation.anchors=[gnugo-l1]", "evaluation.anchor_every=3"])
     play_3, _ = anchors_to_play(cfg, 3)
-    play_4, skipped_4 = anchors_to_play(cfg, 4)
-    assert play_4 == ["random"] and skipped_4 == {}
     assert play_3 == (["random", "gnugo-l1"] if GNUGO else ["random"])
+    assert anchors_to_play(cfg, 4) == ([], {})  # the random player with the anchors (default)
+    assert anchors_to_play(cfg, 4, last=True) == (play_3, {})  # the run's last, rated
+    always = load_config(None, ["evaluation.anchor_every=3", "evaluation.random_every=1"])
+    play_4, skipped_4 = anchors_to_play(always, 4)
+    assert play_4 == ["random"] and skipped_4 == {}
+    apart = load_config(None, ["evaluation.anchor_every=3", "evaluation.random_every=2"])
+    assert anchors_to_play(apart, 2)[0] == ["random"]
+    assert anchors_to_play(apart, 3)[0] == (["gnugo-l1"] if GNUGO else [])
     none = load_config(None, ["evaluation.anchor_games=0"])
     assert anchors_to_play(none, 3) == ([], {})
     missing = load_config(None, [f"evaluation.anchors=['{MISSING}']", "evaluation.anchor_every=1"])

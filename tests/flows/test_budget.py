@@ -15,7 +15,7 @@ from tasks.run.budget import read_budget
 from tasks.run.cputime import CORE_HOUR
 from tasks.run.layout import RunLayout
 from tasks.run.markers import finished
-from tasks.run.records import Stage, TrainRecord
+from tasks.run.records import EvaluationRecord, Stage, TrainRecord
 from tests.conftest import TINY
 
 pytestmark = pytest.mark.slow
@@ -66,3 +66,25 @@ def test_a_budgeted_run_stops_at_its_budget_and_anneals_on_it(prefect_server, pr
 
     verdict = retrain(cfg, layout, 3, tmp_path / "rebuilt" / "model")
     assert verdict.match, verdict.differences  # the recorded schedule, replayed
+
+
+def test_a_bare_start_takes_the_configs_wall_clock_and_iterations_asked_do_not(
+    prefect_server, project
+):
+    """The quick start's budget is its config's (``pipeline.hours``): a start that names
+    neither a budget nor the iterations takes it; one that names the iterations runs them."""
+    cfg = load_config(None, [*TINY, "pipeline.hours=1e-9", "pipeline.name=walled"])
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+    assert run_pipeline(cfg, project) == []  # spent by the run's start
+    assert read_budget(layout).hours == 1e-9 and not layout.iteration(1).exists()
+
+    # The iterations asked, and the last of them plays the anchors (here the random player
+    # alone) though anchor_every says every third.
+    named = [*TINY, "pipeline.hours=1e-9", "evaluation.anchor_every=3", "pipeline.name=counted"]
+    rows = run_pipeline(load_config(None, named), project, iterations=2)
+    assert [r.iteration for r in rows] == [1, 2]
+    counted = RunLayout(project, "data", "counted")
+    assert read_budget(counted).hours is None
+    played = {i: finished(counted, i, Stage.EVALUATE, EvaluationRecord) for i in (1, 2)}
+    assert {i: sorted(e.anchors) for i, e in played.items() if e} == {1: [], 2: ["random"]}
+    assert [finished(counted, i, Stage.PLAN, IterationPlan).planned for i in (1, 2)] == [2, 2]

@@ -14,7 +14,7 @@ import pytest
 
 from tabula.config import load_config
 from tabula.plan import RunState, Spend, next_iteration, spent_fraction
-from tasks.run.budget import read_budget, record_iteration, set_limits
+from tasks.run.budget import given_limits, read_budget, record_iteration, set_limits
 from tasks.run.cputime import Laps, Meter, process_tree_cpu_seconds, stage_metrics
 from tasks.run.layout import RunLayout
 from tasks.run.records import Budget, Spent
@@ -181,9 +181,9 @@ def test_a_budget_ends_within_its_overshoot_when_asked():
 def test_the_overshoot_comes_from_the_config():
     from tabula.config import load_config
 
-    assert load_config(None).pipeline.budget_overshoot is None  # the default stops as before
-    cfg = load_config(None, ["pipeline.budget_overshoot=0.03"])
-    assert cfg.pipeline.budget_overshoot == 0.03
+    assert load_config(None).pipeline.budget_overshoot == 0.03  # the quick start ends within
+    cfg = load_config(None, ["pipeline.budget_overshoot=null"])
+    assert cfg.pipeline.budget_overshoot is None
 
 
 def test_the_run_stops_before_an_overshooting_iteration_from_its_budget_file(tmp_path: Path):
@@ -201,7 +201,7 @@ def test_the_run_stops_before_an_overshooting_iteration_from_its_budget_file(tmp
         total += cost
         record_iteration(layout, i, total, total / 2, {"selfplay": cost})
     meter = Meter(cpu_start=process_tree_cpu_seconds(), base=read_budget(layout).spent[-1])
-    plain = load_config(None)
+    plain = load_config(None, ["pipeline.budget_overshoot=null"])
     within = load_config(None, ["pipeline.budget_overshoot=0.03"])
     assert upcoming(plain, layout, meter, 7, None).go
     assert not upcoming(within, layout, meter, 7, None).go
@@ -215,3 +215,21 @@ def test_with_an_overshoot_the_schedule_plans_the_iterations_that_fit():
     assert next_iteration(TRAINING, state).iterations == 2 + math.ceil(2350 / 625)  # 6
     fits = replace(state, overshoot=0.03)
     assert next_iteration(TRAINING, fits).iterations == 2 + math.floor((3708 - 1250) / 625)  # 5
+
+
+def test_the_config_budget_applies_to_a_bare_first_start_only(tmp_path: Path) -> None:
+    """`given_limits`: the limits named win; with neither nor the iterations, a run without
+    limits takes the config's (the quick start's wall clock); a run with limits keeps them."""
+    layout = RunLayout(tmp_path, "data", "run")
+    quick = load_config(None)
+    assert (quick.pipeline.core_hours, quick.pipeline.hours) == (None, 0.15)
+    assert given_limits(quick, layout, None, None, None) == (None, 0.15)
+    assert given_limits(quick, layout, 3, None, None) == (None, None)  # N iterations, no budget
+    assert given_limits(quick, layout, None, 1.0, None) == (1.0, None)  # the CLI's alone
+    own = load_config(None, ["pipeline.core_hours=0.5", "pipeline.hours=null"])
+    assert given_limits(own, layout, None, None, None) == (0.5, None)
+    unbudgeted = load_config(None, ["pipeline.hours=null"])
+    assert given_limits(unbudgeted, layout, None, None, None) == (None, None)
+    set_limits(layout, None, 0.4)  # a run extended to 0.4 h keeps it on a bare resume
+    assert given_limits(quick, layout, None, None, None) == (None, None)
+    assert read_budget(layout).hours == 0.4
