@@ -41,7 +41,9 @@ def scheduled_pipeline(
 
     Args:
         config: A YAML config file, relative to the project ("" for the embedded quick start).
-        iterations: The iterations to reach (default: the config's ``pipeline.iterations``).
+        iterations: The iterations to reach (default: with neither this nor ``more``, the
+            config's budget on a new run, the quick start's nine minutes, else its
+            ``pipeline.iterations``); a run with a budget also stops where it is spent.
         more: When iterations is not given: this many past the run's last finished iteration
             (the daily schedule gives 1, so each scheduled run adds one iteration).
         name: The run name (default: the config's ``pipeline.name``).
