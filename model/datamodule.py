@@ -98,7 +98,8 @@ class PositionWindow:
     targets). ``weight: float32[P]``, each row's training weight on every loss (shards of schema
     v4, `model.shards`), None when every row weighs 1. ``shards`` lists every validated shard,
     ``used`` those with rows in it.
-    ``latest``: how many of the positions are from the newest iteration's games;
+    ``latest``: how many of the positions are from the newest iteration's games, and
+    ``latest_weight`` their total weight (``latest`` when every row weighs 1);
     ``held_out``: the held-out games' positions (``holdout_games``), None when none are.
     """
 
@@ -116,6 +117,7 @@ class PositionWindow:
     score: np.ndarray | None = None
     scored: np.ndarray | None = None
     latest: int = 0
+    latest_weight: float = 0.0
     held_out: PositionWindow | None = None
     weight: np.ndarray | None = None  # None: every row weighs 1 (the batch then carries none)
     liberties: bool = False  # the batches' planes carry the 6 liberty planes after the 17
@@ -393,9 +395,10 @@ def _positions(
     if value_target_mix > 0:
         z = ((1.0 - value_target_mix) * z + value_target_mix * root_value).astype(np.float32)
     kept = [(f, g[0][m]) for f, g, m in zip(files, games, masks, strict=True) if m.any()]
-    newest, latest = max(int(it.max(initial=0)) for it, _, _ in games), 0
-    for (it, _, inv), m in zip(games, masks, strict=True):
-        latest += int((m & (it == newest))[inv].sum())  # rows of the newest iteration's games
+    newest = max(int(it.max(initial=0)) for it, _, _ in games)
+    latest = np.concatenate(  # the rows read that are of the newest iteration's games
+        [(it == newest)[inv][m[inv]] for (it, _, inv), m in zip(games, masks, strict=True)]
+    )
     return PositionWindow(
         board_size=board_size,
         packed=packed,
@@ -410,7 +413,8 @@ def _positions(
         ownership=ownership if aux else None,
         score=score if aux else None,
         scored=scored if aux else None,
-        latest=latest,
+        latest=int(latest.sum()),
+        latest_weight=float(weight[latest].sum(dtype=np.float64)),
         weight=None if (weight == 1.0).all() else weight,
     )
 
@@ -444,15 +448,23 @@ def synthetic_records(
 class WindowSampler(Sampler[tuple[np.ndarray, np.ndarray | None]]):
     """Yields ``steps`` items ``(rows int64[B], syms int64[B] | None)`` per pass.
 
-    Rows are uniform with replacement over ``num_positions``; syms uniform over the 8
-    transforms (None when ``augment`` is off). Every pass restarts from ``seed``.
+    Rows are uniform with replacement over ``num_positions``, or, with ``frequency`` (one
+    weight per position, not all 0), drawn with replacement in proportion to it; syms uniform
+    over the 8 transforms (None when ``augment`` is off). Every pass restarts from ``seed``.
     """
 
     def __init__(
-        self, num_positions: int, batch_size: int, steps: int, seed: int, augment: bool = True
+        self,
+        num_positions: int,
+        batch_size: int,
+        steps: int,
+        seed: int,
+        augment: bool = True,
+        frequency: np.ndarray | None = None,
     ) -> None:
         self.num_positions, self.batch_size, self.steps = num_positions, batch_size, steps
         self.seed, self.augment = seed, augment
+        self.cdf = None if frequency is None else np.cumsum(frequency, dtype=np.float64)
 
     def __len__(self) -> int:
         return self.steps
@@ -460,7 +472,11 @@ class WindowSampler(Sampler[tuple[np.ndarray, np.ndarray | None]]):
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         rng = np.random.default_rng(self.seed)
         for _ in range(self.steps):
-            rows = rng.integers(0, self.num_positions, self.batch_size)
+            if self.cdf is None:
+                rows = rng.integers(0, self.num_positions, self.batch_size)
+            else:  # row r is drawn when u falls in [cdf[r - 1], cdf[r]): never at weight 0
+                u = rng.random(self.batch_size) * self.cdf[-1]
+                rows = np.searchsorted(self.cdf, u, side="right").clip(max=len(self.cdf) - 1)
             syms = rng.integers(0, NUM_SYMMETRIES, self.batch_size) if self.augment else None
             yield rows, syms
 
@@ -486,7 +502,8 @@ class ShardDataModule(pl.LightningDataModule):
     every shard is validated and the stage's length known before anything else happens.
     Batches: ``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` and, when some
     positions are not policy targets, ``full bool[B]`` (`PositionWindow.batch`); the window's
-    ``held_out`` games are never in a batch.
+    ``held_out`` games are never in a batch. With ``frequency_weights`` the rows' weights set
+    how often each is drawn (`WindowSampler`), and every row weighs 1 in the losses.
     """
 
     def __init__(
@@ -498,19 +515,24 @@ class ShardDataModule(pl.LightningDataModule):
         *,
         augment: bool = True,
         num_workers: int = 0,
+        frequency_weights: bool = False,
     ) -> None:
         super().__init__()
         self.window = window
         self.batch_size, self.steps, self.seed = batch_size, steps, seed
         self.augment, self.num_workers = augment, num_workers
+        self.frequency_weights = frequency_weights
 
     def train_dataloader(self) -> DataLoader:
+        window, frequency = self.window, None
+        if self.frequency_weights and window.weight is not None:
+            window, frequency = replace(window, weight=None), window.weight
         sampler = WindowSampler(
-            len(self.window), self.batch_size, self.steps, self.seed, self.augment
+            len(window), self.batch_size, self.steps, self.seed, self.augment, frequency
         )
         # batch_size=None: each sampler item is a whole batch, built vectorised by the dataset.
         return DataLoader(
-            WindowDataset(self.window),
+            WindowDataset(window),
             batch_size=None,
             sampler=sampler,
             num_workers=self.num_workers,

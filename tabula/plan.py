@@ -77,9 +77,10 @@ class TrainSpec:
     samples_per_row: float | None = None
     holdout_games: int = 0
 
-    def steps_on(self, latest: int, batch_size: int) -> int:
+    def steps_on(self, latest: float, batch_size: int) -> int:
         """The steps the stage trains on a window whose newest iteration holds ``latest``
-        rows: `sized_steps` with ``samples_per_row``, else ``steps``."""
+        rows (or their total frequency weight): `sized_steps` with ``samples_per_row``, else
+        ``steps``."""
         if self.samples_per_row is None:
             return self.steps
         return sized_steps(latest, self.samples_per_row, batch_size)
@@ -258,7 +259,7 @@ def train_spec(
     )
 
 
-def sized_steps(rows: int, samples_per_row: float, batch_size: int) -> int:
+def sized_steps(rows: float, samples_per_row: float, batch_size: int) -> int:
     """Optimizer steps that draw each of ``rows`` new rows about ``samples_per_row`` times
     (KataGo, Wu 2019: about 4): ceil(rows x samples_per_row / batch_size), at least 1. Over
     the iterations a row stays in the window, uniform sampling draws it that often on average

@@ -242,7 +242,8 @@ def _fit(
         holdout_games=spec.holdout_games,
     )  # every shard validated before anything else happens
     window = window.with_liberties() if cfg.network.liberties else window
-    steps = spec.steps_on(window.latest, t.batch_size)
+    frequency = t.row_weights == "frequency"
+    steps = spec.steps_on(window.latest_weight if frequency else window.latest, t.batch_size)
     log_every = min(LOG_EVERY_N_STEPS, steps)  # a short stage logs one point at least
     shape = NetworkShape.of(cfg, spec.iteration)  # (grown where the config says)
     initial = _initial(shape, spec, init)
@@ -254,7 +255,10 @@ def _fit(
     callbacks = _callbacks(cfg, ckpt, steps, progress)
     # One epoch per stage: a resumed trainer runs exactly one more.
     trainer = _trainer(cfg, out.parent, (resumed or 0) + 1, logger, callbacks, log_every, bf16)
-    dm = ShardDataModule(window, t.batch_size, steps, spec.seed, num_workers=t.num_workers)
+    dm = ShardDataModule(
+        window, t.batch_size, steps, spec.seed, num_workers=t.num_workers,
+        frequency_weights=frequency,
+    )  # fmt: skip
     started = time.perf_counter()
     # Our .ckpt files hold only tensors and plain values: load them the safe way.
     resume = None if resumed is None else str(init)

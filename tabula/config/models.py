@@ -444,6 +444,14 @@ class TrainingConfig(_Section):
         description="lambda of the value target (1 - lambda) z + lambda v_root: the game result"
         " mixed with the search's root value (0: z alone, the paper).",
     )
+    row_weights: Literal["loss", "frequency"] = Field(
+        default="loss",
+        description="What a row's weight in the shards (selfplay.decided_row_weight) does:"
+        " loss: it scales the row's losses, and the row is drawn as often as any; frequency:"
+        " the row is drawn in proportion to it, at full weight in the losses, and"
+        " samples_per_row counts the new rows' total weight (KataGo's frequency weights: a row"
+        " written floor(w) times and once more with probability w - floor(w)).",
+    )
     fast_row_weight: float = Field(
         default=1.0,
         ge=0,

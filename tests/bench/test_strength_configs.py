@@ -51,5 +51,8 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     assert _load("visitvalue").selfplay.root_value == "visits"
     reduced = _load("reduced01").selfplay
     assert (reduced.decided_threshold, reduced.decided_row_weight) == (0.9, 0.1)
-    for name in ("tau0", "ktemp", "z0", "mix25", "visitvalue", "reduced01"):
+    frequency = _load("reduced01f")
+    assert frequency.selfplay == reduced and frequency.training.row_weights == "frequency"
+    assert _load("reduced01").training.row_weights == "loss"
+    for name in ("tau0", "ktemp", "z0", "mix25", "visitvalue", "reduced01", "reduced01f"):
         assert _load(name).pipeline.budget_overshoot == 0.03

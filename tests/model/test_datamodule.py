@@ -289,3 +289,41 @@ def test_row_weights_come_last_in_a_batch_only_when_some_row_has_one(tmp_path: P
         load_window([tmp_path], 5).weight is None
         and len(load_window([tmp_path], 5).batch(rows)) == 3
     )
+
+
+def test_frequency_weights_set_how_often_a_row_is_drawn_and_weigh_1_in_the_batch(
+    tmp_path: Path,
+) -> None:
+    """KataGo's frequency weights: a row of weight 0.1 is drawn a tenth as often as one of
+    weight 1 (never at 0), the batches then carry no weights, and the newest rows' total
+    weight is what sizes the steps."""
+    from dataclasses import replace
+
+    records = synthetic_records(5, games=4, moves=6, seed=5)
+    weight = np.where(np.arange(len(records)) % 3 == 0, 0.1, 1.0).astype(np.float32)
+    write_shard(tmp_path / "a.parquet", replace(records, weight=weight))
+    window = load_window([tmp_path], 5)
+    assert window.latest == len(records)
+    assert window.latest_weight == pytest.approx(float(weight.astype(np.float64).sum()))
+
+    drawable = weight.copy()
+    drawable[1] = 0.0
+    draws = WindowSampler(len(weight), 500, 40, 3, frequency=drawable)
+    drawn = np.concatenate([rows for rows, _ in draws])
+    counts = np.bincount(drawn, minlength=len(weight))
+    assert counts[1] == 0 and counts.sum() == 20_000
+    light, heavy = counts[drawable == np.float32(0.1)].mean(), counts[drawable == 1.0].mean()
+    assert 0.07 < light / heavy < 0.14  # about 0.1 over 20,000 draws
+    assert (np.concatenate([rows for rows, _ in draws]) == drawn).all()  # seeded
+
+    dm = ShardDataModule(window, batch_size=16, steps=3, seed=1, frequency_weights=True)
+    batches = list(dm.train_dataloader())
+    assert len(batches) == 3 and all(len(b) == 3 for b in batches)  # no weights (nor mask)
+    plain = ShardDataModule(window, batch_size=16, steps=3, seed=1)
+    assert all(len(b) == 5 for b in plain.train_dataloader())  # weights scale the losses
+
+
+def test_without_weights_the_newest_rows_weigh_what_they_count(tmp_path: Path) -> None:
+    _shards(tmp_path)
+    window = load_window([tmp_path], 5)
+    assert window.weight is None and window.latest_weight == window.latest > 0

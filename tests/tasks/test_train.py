@@ -255,6 +255,24 @@ def test_steps_sized_to_the_newest_rows_and_games_held_out(cfg, data: Path, tmp_
     assert plain.val_loss is None and plain.held_out_positions is None
 
 
+def test_frequency_weights_size_the_steps_by_the_newest_rows_weight(tmp_path: Path) -> None:
+    """``training.row_weights: frequency``: rows of weight 0.1 count a tenth of a row when
+    the steps are sized (``loss``: a whole one)."""
+    from dataclasses import replace
+
+    root = tmp_path / "weighted"
+    for it in range(2):
+        rec = synthetic_records(N, 8, 6, seed=it, iteration=it, prefix=f"i{it}-")
+        light = np.arange(len(rec)) % 2 == 0  # half the rows at 0.1
+        rec = replace(rec, weight=np.where(light, 0.1, 1.0).astype(np.float32))
+        write_shard(root / f"iter-{it}" / "worker-00.parquet", rec)
+    newest = 8 * 6
+    for mode, rows in (("loss", newest), ("frequency", newest / 2 * 1.1)):
+        cfg = load_config(None, [*OVERRIDES, f"training.row_weights={mode}"])
+        result = _stage(cfg, root, tmp_path / mode, steps=500, samples_per_row=4.0)
+        assert result.steps == math.ceil(rows * 4.0 / 32), mode
+
+
 def test_the_train_command_sizes_steps_and_holds_games_out(
     data: Path, tmp_path: Path, monkeypatch
 ) -> None:
