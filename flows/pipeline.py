@@ -29,16 +29,9 @@ from tasks import tracking, versioning
 from tasks.commits import dvc_commit
 from tasks.frozen_config import freeze_config
 from tasks.interrupts import raise_if_interrupted
-from tasks.planning import asked_iterations, init_model, upcoming
+from tasks.planning import asked_iterations, given_limits, init_model, upcoming
 from tasks.promote import set_champion
-from tasks.run.budget import (
-    charge,
-    given_limits,
-    measured_as,
-    metered,
-    read_budget,
-    spent_on,
-)
+from tasks.run.budget import charge, measured_as, metered, read_budget, spent_on
 from tasks.run.cputime import process_tree_cpu_seconds
 from tasks.run.layout import RunLayout, RunLock
 from tasks.run.markers import champion, finished

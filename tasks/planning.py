@@ -83,6 +83,25 @@ def _trained(cfg: Config, layout: RunLayout, i: int, asked: int | None) -> RunSt
     )
 
 
+def given_limits(
+    cfg: Config,
+    layout: RunLayout,
+    iterations: int | None,
+    core_hours: float | None,
+    hours: float | None,
+) -> tuple[float | None, float | None]:
+    """The CPU and wall limits this invocation gives the run: those named (``--core-hours``,
+    ``--hours``); when it names neither nor the iterations, on a run without limits yet, the
+    config's (``pipeline.core_hours``, ``pipeline.hours``: the quick start's wall clock); else
+    none, and a run keeps the limits it has (`tasks.run.budget.set_limits`)."""
+    if core_hours is not None or hours is not None or iterations is not None:
+        return core_hours, hours
+    budget = read_budget(layout)
+    if budget.core_hours is not None or budget.hours is not None:
+        return None, None
+    return cfg.pipeline.core_hours, cfg.pipeline.hours
+
+
 def asked_iterations(
     cfg: Config,
     layout: RunLayout,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tabula.config import Config
 from tasks.run.cputime import Meter
 from tasks.run.layout import RunLayout
 from tasks.run.markers import read_record, write_record
@@ -25,25 +24,6 @@ from tasks.run.summary import SummaryRow
 def read_budget(layout: RunLayout) -> Budget:
     """The run's budget record (no limits and nothing spent before the first write)."""
     return read_record(layout.budget, Budget) or Budget(None, None)
-
-
-def given_limits(
-    cfg: Config,
-    layout: RunLayout,
-    iterations: int | None,
-    core_hours: float | None,
-    hours: float | None,
-) -> tuple[float | None, float | None]:
-    """The CPU and wall limits this invocation gives the run: those named (``--core-hours``,
-    ``--hours``); when it names neither nor the iterations, on a run without limits yet, the
-    config's (``pipeline.core_hours``, ``pipeline.hours``: the quick start's wall clock); else
-    none, and a run keeps the limits it has (`set_limits`)."""
-    if core_hours is not None or hours is not None or iterations is not None:
-        return core_hours, hours
-    budget = read_budget(layout)
-    if budget.core_hours is not None or budget.hours is not None:
-        return None, None
-    return cfg.pipeline.core_hours, cfg.pipeline.hours
 
 
 def set_limits(layout: RunLayout, core_hours: float | None, hours: float | None) -> Budget:

@@ -14,7 +14,7 @@ import pytest
 
 from tabula.config import load_config
 from tabula.plan import RunState, Spend, next_iteration, spent_fraction
-from tasks.run.budget import given_limits, read_budget, record_iteration, set_limits
+from tasks.run.budget import read_budget, record_iteration, set_limits
 from tasks.run.cputime import Laps, Meter, process_tree_cpu_seconds, stage_metrics
 from tasks.run.layout import RunLayout
 from tasks.run.records import Budget, Spent
@@ -218,8 +218,11 @@ def test_with_an_overshoot_the_schedule_plans_the_iterations_that_fit():
 
 
 def test_the_config_budget_applies_to_a_bare_first_start_only(tmp_path: Path) -> None:
-    """`given_limits`: the limits named win; with neither nor the iterations, a run without
-    limits takes the config's (the quick start's wall clock); a run with limits keeps them."""
+    """`tasks.planning.given_limits`: the limits named win; with neither nor the iterations, a
+    run without limits takes the config's (the quick start's wall clock); a run with limits
+    keeps them."""
+    from tasks.planning import given_limits
+
     layout = RunLayout(tmp_path, "data", "run")
     quick = load_config(None)
     assert (quick.pipeline.core_hours, quick.pipeline.hours) == (None, 0.15)
