@@ -36,6 +36,7 @@ from model.datamodule import ShardDataModule, load_window
 from model.files import write_json
 from model.network import PolicyValueNet
 from tabula.config import load_config
+from tabula.features import Inputs
 from tasks.match import MatchSpec
 from tasks.run.layout import RunLayout
 
@@ -78,12 +79,11 @@ def refresh_batchnorm(net: PolicyValueNet, batches: list[torch.Tensor]) -> Polic
 
 
 def bn_batches(
-    layout: RunLayout, iteration: int, board_size: int, liberties: bool = False
+    layout: RunLayout, iteration: int, board_size: int, inputs: Inputs
 ) -> list[torch.Tensor]:
     """``BN_BATCHES`` batches of planes from iteration ``iteration``'s self-play shards (with
-    the liberty planes for a network that takes them)."""
-    window = load_window([layout.selfplay(iteration)], board_size)
-    window = window.with_liberties() if liberties else window
+    the derived planes ``inputs`` names, those of the network)."""
+    window = load_window([layout.selfplay(iteration)], board_size).with_inputs(inputs)
     dm = ShardDataModule(window, BN_BATCH, BN_BATCHES, seed=0)
     return [batch[0] for batch in dm.train_dataloader()]
 
@@ -99,7 +99,7 @@ def averaged_checkpoint(layout: RunLayout, last: int, k: int, out: Path) -> Path
         net, metadata = load_checkpoint(layout.model(i))
         nets.append(net)
     net = average_weights(nets)
-    refresh_batchnorm(net, bn_batches(layout, last, net.board_size, net.shape.liberties))
+    refresh_batchnorm(net, bn_batches(layout, last, net.board_size, net.shape.inputs))
     model_id = f"{layout.run}/avg-{k}-iter-{last:04d}"
     lineage = {
         "model_id": model_id,

@@ -86,8 +86,8 @@ def fit_at(layout: RunLayout, cfg: Config, i: int, positions: int) -> dict[str, 
                        window_games=t.window_games, window_iterations=t.window_iterations,
                        value_target_mix=0.0, aux=aux)  # fmt: skip
     fresh = load_window([layout.selfplay(i + 1)], size, value_target_mix=0.0, aux=aux)
-    if net.shape.liberties:  # (the network's inputs, as training gave them)
-        seen, fresh = seen.with_liberties(), fresh.with_liberties()
+    # (the network's inputs, as training gave them)
+    seen, fresh = seen.with_inputs(net.shape.inputs), fresh.with_inputs(net.shape.inputs)
     out: dict[str, Any] = {"iteration": i, "global_step": int(metadata.get("global_step", 0))}
     for name, window in (("window", seen), ("next", fresh)):
         drawn = sample(window, positions, seed=i)

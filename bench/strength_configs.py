@@ -267,6 +267,11 @@ CONFIGS = {
         "default with 6 liberty planes after the 17 (1, 2, >= 3 liberties for each side's"
         " chains; KataGo's liberty inputs, Wu 2019)",
     ),
+    "ladders": _screening(
+        ("network.ladders=true",),
+        "default with 3 ladder planes after the liberty planes (each side's stones a ladder"
+        " captures, the side to move's moves that start one; KataGo's ladder inputs, Wu 2019)",
+    ),
     "grow": _screening(
         ("network.grow=[[60,6],[120,8]]",),
         "default whose 4 x 32 network grows to 6 blocks at iteration 60 and 8 at iteration 120,"

@@ -5,7 +5,7 @@ Checkpoint file (``save_checkpoint`` / ``load_checkpoint``; ``network`` is the n
 
     {"format": "tabula-checkpoint", "format_version": 1,
      "network": {"board_size": N, "blocks": B, "filters": F, "value_hidden": H,
-                 ["aux": 1,] ["global_pooling": 1,] ["liberties": 1]},
+                 ["aux": 1,] ["global_pooling": 1,] ["liberties": 1,] ["ladders": 1]},
      "state_dict": {name: tensor}, "metadata": {plain str/int/float/bool/None/list/dict}}
 
 It is loaded with ``torch.load(weights_only=True)``, so a file carrying pickled objects is refused.

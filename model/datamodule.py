@@ -51,7 +51,8 @@ from model.shards import (
     validate_shard,
 )
 from tabula.errors import TabulaError
-from tabula.features import NUM_PLANES, NUM_SYMMETRIES, symmetry_permutations, with_liberties
+from tabula.features import NUM_PLANES, NUM_SYMMETRIES, Inputs, symmetry_permutations
+from tabula.inputs import with_inputs
 
 log = logging.getLogger(__name__)
 
@@ -120,15 +121,16 @@ class PositionWindow:
     latest_weight: float = 0.0
     held_out: PositionWindow | None = None
     weight: np.ndarray | None = None  # None: every row weighs 1 (the batch then carries none)
-    liberties: bool = False  # the batches' planes carry the 6 liberty planes after the 17
+    inputs: Inputs = Inputs()  # the derived planes the batches carry after the 17
 
     def __len__(self) -> int:
         return int(self.z.shape[0])
 
-    def with_liberties(self) -> PositionWindow:
-        """This window with the liberty planes in every batch, its held-out games' too."""
-        held = None if self.held_out is None else self.held_out.with_liberties()
-        return replace(self, liberties=True, held_out=held)
+    def with_inputs(self, inputs: Inputs) -> PositionWindow:
+        """This window with the derived planes ``inputs`` names in every batch (`Inputs`), its
+        held-out games' too."""
+        held = None if self.held_out is None else self.held_out.with_inputs(inputs)
+        return replace(self, inputs=inputs, held_out=held)
 
     def in_order(self, size: int) -> Iterator[tuple[torch.Tensor, ...]]:
         """Every position once, in order, ``size`` at a time, untransformed (`batch`)."""
@@ -136,8 +138,8 @@ class PositionWindow:
             yield self.batch(np.arange(start, min(start + size, len(self))))
 
     def batch(self, rows: np.ndarray, syms: np.ndarray | None = None) -> tuple[torch.Tensor, ...]:
-        """``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` for ``rows`` (23
-        planes with ``liberties``: derived after the transform, `tabula.features`), and
+        """``(planes uint8[B,17,N,N], pi float32[B,M+1], z float32[B])`` for ``rows`` (with the
+        planes ``inputs`` names after them: derived after the transform, `tabula.inputs`), and
         ``full bool[B]`` after them when some rows of the window are not policy targets or the
         window has auxiliary targets, which follow: ``ownership int8[B, M]``, ``score
         float32[B]``, ``scored bool[B]``. With row weights (``weight``), ``weight float32[B]``
@@ -158,7 +160,7 @@ class PositionWindow:
             _gather_symmetries(bits, self.pi, rows, syms, symmetry_permutations(N), planes, pi)
         planes = planes.reshape(B, NUM_PLANES, N, N)
         out = (
-            torch.from_numpy(with_liberties(planes) if self.liberties else planes),
+            torch.from_numpy(with_inputs(planes, self.inputs)),
             torch.from_numpy(pi),
             torch.from_numpy(self.z[rows]),
         )

@@ -39,8 +39,8 @@ from tabula.features import (
     inverse_symmetry,
     inverse_symmetry_permutations,
     symmetry_permutations,
-    with_liberties,
 )
+from tabula.inputs import with_inputs
 
 Precision = Literal["auto", "fp32", "bf16", "fastest"]
 
@@ -220,10 +220,9 @@ class Evaluator:
             return tuple(t.cpu().numpy() for t in outputs)  # type: ignore[return-value]
 
     def _inputs(self, planes: np.ndarray) -> np.ndarray:
-        """What the network takes: the 17 planes, and the liberty planes derived from them
-        for a network that has them (`tabula.features.with_liberties`)."""
-        liberties = self._net.shape.liberties  # (the callers give 17 planes)
-        return with_liberties(planes) if liberties else np.ascontiguousarray(planes)
+        """What the network takes: the 17 planes, and the planes derived from them that it
+        has (`tabula.inputs.with_inputs`)."""
+        return with_inputs(planes, self._net.shape.inputs)  # (the callers give 17 planes)
 
     def _run(self, planes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         b = planes.shape[0]

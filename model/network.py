@@ -30,12 +30,12 @@ from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from tabula.config import Config
-from tabula.features import input_planes
+from tabula.features import Inputs
 from tabula.go.coords import MAX_SIZE, MIN_SIZE
 
 #: A checkpoint's ``network`` entry: these ints always, these flags (as 1) only when set.
 SHAPE_KEYS = ("board_size", "blocks", "filters", "value_hidden")
-FLAG_KEYS = ("aux", "global_pooling", "liberties")
+FLAG_KEYS = ("aux", "global_pooling", "liberties", "ladders")
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,8 @@ class NetworkShape:
     board_size: N, in [MIN_SIZE, MAX_SIZE]; blocks: residual blocks B >= 0; filters: F >= 1;
     value_hidden: the value head's hidden units (paper 256), >= 1; aux: the ownership and score
     heads (KataGo); global_pooling: every second block a `GlobalPoolingBlock` (KataGo);
-    liberties: the input has the 6 liberty planes after the 17 (`tabula.features`).
-    Raises ValueError for a shape no network has.
+    liberties: the input has the 6 liberty planes after the 17 (`tabula.features`); ladders:
+    the 3 ladder planes after those. Raises ValueError for a shape no network has.
     """
 
     board_size: int
@@ -57,6 +57,7 @@ class NetworkShape:
     aux: bool = False
     global_pooling: bool = False
     liberties: bool = False
+    ladders: bool = False
 
     def __post_init__(self) -> None:
         if not MIN_SIZE <= self.board_size <= MAX_SIZE:
@@ -74,7 +75,12 @@ class NetworkShape:
         initial network)."""
         n = cfg.network
         return cls(cfg.rules.board_size, n.blocks_at(iteration), n.filters, n.value_hidden,
-                   n.aux_heads, n.global_pooling, n.liberties)  # fmt: skip
+                   n.aux_heads, n.global_pooling, n.liberties, n.ladders)  # fmt: skip
+
+    @property
+    def inputs(self) -> Inputs:
+        """The planes derived from the position that the network takes after the 17."""
+        return Inputs(self.liberties, self.ladders)
 
     def grows_from(self, other: NetworkShape) -> bool:
         """Whether this shape is ``other`` with more residual blocks (`deepened`)."""
@@ -89,8 +95,8 @@ class NetworkShape:
         if bad:
             raise ValueError(f"the network entry must give ints for {SHAPE_KEYS} (not {bad})")
         board_size, blocks, filters, value_hidden = (int(entry[k]) for k in SHAPE_KEYS)
-        aux, pooling, liberties = (bool(entry.get(k, 0)) for k in FLAG_KEYS)
-        return cls(board_size, blocks, filters, value_hidden, aux, pooling, liberties)
+        aux, pooling, liberties, ladders = (bool(entry.get(k, 0)) for k in FLAG_KEYS)
+        return cls(board_size, blocks, filters, value_hidden, aux, pooling, liberties, ladders)
 
     def to_entry(self) -> dict[str, int]:
         """The checkpoint's ``network`` entry: the flags only when set, so that checkpoints
@@ -146,7 +152,7 @@ class PolicyValueNet(nn.Module):
     """AlphaGo Zero's dual-head ResNet for an N x N board.
 
     ``forward(x)`` takes ``x: float[B, C, N, N]`` (the planes of ``tabula.features``: C = 17,
-    or 23 with ``shape.liberties``, `input_planes`) and
+    23 with ``shape.liberties``, 3 more with ``shape.ladders``: ``shape.inputs``) and
     returns ``(logits: float[B, N*N + 1], value: float[B])``. Logits are unnormalised (apply
     softmax for p; index N*N is pass); value is tanh-squashed, in [-1, 1], from the side to move.
     Its `NetworkShape` is ``shape``.
@@ -169,7 +175,7 @@ class PolicyValueNet(nn.Module):
         self.board_size = board_size
         m = board_size * board_size
         self.stem = nn.Sequential(
-            nn.Conv2d(input_planes(shape.liberties), filters, 3, padding=1, bias=False),
+            nn.Conv2d(shape.inputs.planes, filters, 3, padding=1, bias=False),
             nn.BatchNorm2d(filters),
             nn.ReLU(inplace=True),
         )
@@ -250,12 +256,15 @@ def make_network(
     aux: bool = False,
     global_pooling: bool = False,
     liberties: bool = False,
+    ladders: bool = False,
 ) -> PolicyValueNet:
     """A freshly initialised network whose weights depend only on ``seed`` (the "random" model).
 
     The global torch RNG is left untouched: initialisation runs inside a forked RNG state.
     """
-    shape = NetworkShape(board_size, blocks, filters, value_hidden, aux, global_pooling, liberties)
+    shape = NetworkShape(
+        board_size, blocks, filters, value_hidden, aux, global_pooling, liberties, ladders
+    )
     return seeded_network(shape, seed)
 
 

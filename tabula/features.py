@@ -17,6 +17,14 @@ derived from planes 0 and 8 (the position now), so nothing else records them:
 A 3x3 convolution sees a liberty only next to a stone; a long chain's count would take a deep
 tower to rebuild, and a chain in atari is what a weak player misses (`with_liberties`).
 
+With ``network.ladders`` (ours, after KataGo's ladder inputs, the same section), 3 planes
+follow those (or the 17, without the liberty planes), again derived from planes 0 and 8 by a
+ladder search (`tabula.ladders`): the side to move's stones a ladder captures, the
+opponent's, and the side to move's moves that start a ladder capturing an opponent's chain.
+A ladder runs along a diagonal the width of the board, far beyond what a few 3x3
+convolutions see. `Inputs` names which derived planes a network takes; `tabula.inputs.with_inputs`
+adds them.
+
 Times before the game start are empty boards (all-zero planes). The input is a stack of
 recent flat boards ``int8[8, M]``, most recent first (``Game.recent_boards()``), plus the
 colour to move (+1 black, -1 white).
@@ -43,6 +51,7 @@ the pass entry (index M) never moves.
 from __future__ import annotations
 
 from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -51,11 +60,27 @@ NUM_PLANES = 17
 HISTORY = 8  # board positions per player in the input (t .. t-7)
 NUM_SYMMETRIES = 8
 LIBERTY_PLANES = 6  # 1, 2, >= 3 liberties, for each side
+LADDER_PLANES = 3  # laddered stones of each side, moves that start a ladder (`tabula.ladders`)
 
 
-def input_planes(liberties: bool) -> int:
-    """How many planes a network takes: 17, or 23 with the liberty planes."""
-    return NUM_PLANES + (LIBERTY_PLANES if liberties else 0)
+class Inputs(NamedTuple):
+    """Which planes derived from the position a network takes after the 17: the 6 liberty
+    planes, then the 3 ladder planes (the module docstring)."""
+
+    liberties: bool = False
+    ladders: bool = False
+
+    @property
+    def planes(self) -> int:
+        """How many planes the network takes in all."""
+        return (NUM_PLANES + (LIBERTY_PLANES if self.liberties else 0)
+                + (LADDER_PLANES if self.ladders else 0))  # fmt: skip
+
+
+def input_planes(liberties: bool, ladders: bool = False) -> int:
+    """How many planes a network takes: 17, 23 with the liberty planes, 3 more with the
+    ladder planes."""
+    return Inputs(liberties, ladders).planes
 
 
 @njit(cache=True, nogil=True)

@@ -241,11 +241,11 @@ def _fit(
         aux=cfg.network.aux_heads,
         holdout_games=spec.holdout_games,
     )  # every shard validated before anything else happens
-    window = window.with_liberties() if cfg.network.liberties else window
+    shape = NetworkShape.of(cfg, spec.iteration)  # (grown where the config says)
+    window = window.with_inputs(shape.inputs)
     frequency = t.row_weights == "frequency"
     steps = spec.steps_on(window.latest_weight if frequency else window.latest, t.batch_size)
     log_every = min(LOG_EVERY_N_STEPS, steps)  # a short stage logs one point at least
-    shape = NetworkShape.of(cfg, spec.iteration)  # (grown where the config says)
     initial = _initial(shape, spec, init)
     system = _system(cfg, spec, shape, initial, log_every)
     resumed = None if initial is None else initial.resume_epochs

@@ -135,6 +135,12 @@ class NetworkConfig(_Section):
         " Wu 2019; `tabula.features`); not in the paper. On in the quick start since the"
         " screening `libs` (docs/strength.md).",
     )
+    ladders: bool = Field(
+        default=False,
+        description="3 input planes after those: each side's stones that a ladder captures,"
+        " and the side to move's moves that start one, read by a ladder search from the"
+        " position (KataGo's ladder inputs, Wu 2019; `tabula.ladders`); not in the paper.",
+    )
     grow: list[list[int]] = Field(
         default_factory=list,
         description="[[ITERATION, BLOCKS], ...]: from ITERATION's training on, the network has"

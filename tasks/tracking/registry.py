@@ -132,8 +132,8 @@ def save_pytorch_model(checkpoint: Path, folder: Path, lineage: Mapping[str, str
 
     The network is exported with ``torch.export`` (MLflow's ``pt2`` format: a traced graph, no
     pickled classes, so ``mlflow.pytorch.load_model`` needs neither tabula nor its code), with
-    a signature (planes ``float32[B, 17, N, N]`` in, 23 with the liberty planes after them
-    for a network that takes them, `tabula.features.with_liberties`; ``policy`` logits
+    a signature (planes ``float32[B, 17, N, N]`` in, with the derived planes after them for a
+    network that takes them, `tabula.inputs.with_inputs`; ``policy`` logits
     ``[B, N*N + 1]`` and ``value`` ``[B]`` out, and for a network with the ownership and score
     heads ``ownership`` ``[B, N*N]`` and ``score`` ``[B]`` in points:
     `model.network.ExportedNetwork`), an input
@@ -148,13 +148,14 @@ def save_pytorch_model(checkpoint: Path, folder: Path, lineage: Mapping[str, str
 
     from model.checkpoint import load_checkpoint
     from model.network import ExportedNetwork
-    from tabula.features import HISTORY, planes, with_liberties
+    from tabula.features import HISTORY, planes
+    from tabula.inputs import with_inputs
 
     net, _ = load_checkpoint(checkpoint)
     exported = ExportedNetwork(net).eval()
     empty = np.zeros((HISTORY, net.board_size**2), dtype=np.int8)
     example = np.stack([planes(empty, 1), planes(empty, -1)])
-    example = (with_liberties(example) if net.shape.liberties else example).astype(np.float32)
+    example = with_inputs(example, net.shape.inputs).astype(np.float32)
     with torch.no_grad():
         outputs = exported(torch.from_numpy(example))
     names = exported.outputs

@@ -54,5 +54,17 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     frequency = _load("reduced01f")
     assert frequency.selfplay == reduced and frequency.training.row_weights == "frequency"
     assert _load("reduced01").training.row_weights == "loss"
-    for name in ("tau0", "ktemp", "z0", "mix25", "visitvalue", "reduced01", "reduced01f"):
+    ladders = _load("ladders")
+    assert ladders.network.ladders and not baseline.network.ladders
+    assert ladders.model_copy(update={"network": baseline.network}) == baseline
+    for name in (
+        "tau0",
+        "ktemp",
+        "z0",
+        "mix25",
+        "visitvalue",
+        "reduced01",
+        "reduced01f",
+        "ladders",
+    ):
         assert _load(name).pipeline.budget_overshoot == 0.03

@@ -120,10 +120,12 @@ def test_network_options_end_to_end(prefect_server, project):
     """network.aux_heads: self-play writes each played-out game's final ownership and score
     (consistent with each other: the owned points minus komi are the score), training adds
     the two losses and logs them by step in MLflow, and the checkpoint reproduces; with
-    network.global_pooling, network.liberties and network.grow too (one run for all: each
-    costs a whole pipeline run): the second iteration grows the network by a block."""
+    network.global_pooling, network.liberties, network.ladders and network.grow too (one run
+    for all: each costs a whole pipeline run): the second iteration grows the network by a
+    block."""
     cfg = load_config(None, [*TINY, "network.aux_heads=true", "network.global_pooling=true",
-                             "network.liberties=true", "network.blocks=2",
+                             "network.liberties=true", "network.ladders=true",
+                             "network.blocks=2",
                              "network.grow=[[2,3]]", "selfplay.v_resign=null",
                              "pipeline.name=aux"])  # fmt: skip
     run_pipeline(cfg, project, iterations=2)
@@ -139,7 +141,8 @@ def test_network_options_end_to_end(prefect_server, project):
     net, metadata = load_checkpoint(layout.model(2))
     assert net.aux and {"ownership", "score"} <= set(metadata["losses"])
     assert isinstance(net.tower[1], GlobalPoolingBlock)
-    assert net.shape.liberties and net.stem[0].in_channels == 23  # (self-play and gate too)
+    assert net.shape.liberties and net.shape.ladders  # (self-play and the gate took them too)
+    assert net.stem[0].in_channels == 26
     assert net.shape.blocks == 3 and load_checkpoint(layout.model(1))[0].shape.blocks == 2
 
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, project)

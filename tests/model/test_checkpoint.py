@@ -36,7 +36,13 @@ def _refusal(path: Path, **kw: object) -> str:
 
 
 @pytest.mark.parametrize(
-    "options", [{}, {"aux": True, "global_pooling": True}, {"liberties": True}]
+    "options",
+    [
+        {},
+        {"aux": True, "global_pooling": True},
+        {"liberties": True},
+        {"liberties": True, "ladders": True},
+    ],
 )
 def test_round_trip_is_bit_identical(tmp_path: Path, options: dict[str, bool]) -> None:
     net = make_network(9, 2, 8, seed=3, value_hidden=16, **options)

@@ -21,7 +21,8 @@ from model.datamodule import (
     synthetic_records,
 )
 from model.shards import ShardError, pack_planes, read_shard, write_shard
-from tabula.features import apply_planes, apply_policy, transform_move, with_liberties
+from tabula.features import Inputs, apply_planes, apply_policy, transform_move
+from tabula.inputs import with_inputs
 
 
 def _shards(
@@ -255,17 +256,20 @@ def test_held_out_games_are_the_newest_and_never_in_the_window(tmp_path: Path) -
     assert load_window([tmp_path], 5, window_games=10).held_out is None
 
 
-def test_liberty_planes_follow_the_17_in_every_batch_the_held_out_ones_too(tmp_path: Path) -> None:
+@pytest.mark.parametrize("inputs", [Inputs(liberties=True), Inputs(True, True)])
+def test_derived_planes_follow_the_17_in_every_batch_the_held_out_ones_too(
+    tmp_path: Path, inputs: Inputs
+) -> None:
     _shards(tmp_path)
     plain = load_window([tmp_path], 5, window_games=10, holdout_games=3)
-    window = plain.with_liberties()
+    window = plain.with_inputs(inputs)
     rows, syms = np.arange(12), np.arange(12) % 8
     for got, base in ((window, plain), (window.held_out, plain.held_out)):
         assert got is not None and base is not None
         planes, *rest = got.batch(rows, syms)
         expected, *same = base.batch(rows, syms)
-        assert planes.shape == (12, 23, 5, 5)
-        assert torch.equal(planes, torch.from_numpy(with_liberties(expected.numpy())))
+        assert planes.shape == (12, inputs.planes, 5, 5)
+        assert torch.equal(planes, torch.from_numpy(with_inputs(expected.numpy(), inputs)))
         assert all(torch.equal(a, b) for a, b in zip(rest, same, strict=True))
 
 

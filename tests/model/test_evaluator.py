@@ -15,7 +15,8 @@ from model.evaluator import (
     transform_policy,
 )
 from model.network import NetworkShape, PolicyValueNet, make_network, weights_sha256
-from tabula.features import symmetry_permutations, with_liberties
+from tabula.features import Inputs, symmetry_permutations, with_liberties
+from tabula.inputs import with_inputs
 
 
 class SymmetrisedNet(PolicyValueNet):
@@ -64,12 +65,17 @@ def test_matches_the_plain_network_for_uint8_and_float32() -> None:
         np.testing.assert_allclose(values, value.numpy(), atol=1e-5)
 
 
-def test_a_network_with_liberty_planes_gets_them_from_the_17() -> None:
-    net = make_network(7, 1, 8, seed=2, liberties=True).eval()
+@pytest.mark.parametrize(
+    "inputs", [Inputs(liberties=True), Inputs(True, True), Inputs(ladders=True)]
+)
+def test_a_network_with_derived_planes_gets_them_from_the_17(inputs: Inputs) -> None:
+    net = make_network(7, 1, 8, seed=2, liberties=inputs.liberties, ladders=inputs.ladders)
+    net.eval()
+    assert net.stem[0].in_channels == inputs.planes
     planes = _planes(5, 7, 2)
     planes[:, 8] &= 1 - planes[:, 0]  # (no point holds both colours)
     with torch.no_grad():
-        logits, value = net(torch.from_numpy(with_liberties(planes)).float())
+        logits, value = net(torch.from_numpy(with_inputs(planes, inputs)).float())
     priors, values = _fp32(net)(planes)  # the search's 17 planes
     np.testing.assert_allclose(priors, torch.softmax(logits, 1).numpy(), atol=1e-5)
     np.testing.assert_allclose(values, value.numpy(), atol=1e-5)
