@@ -77,12 +77,6 @@ class Inputs(NamedTuple):
                 + (LADDER_PLANES if self.ladders else 0))  # fmt: skip
 
 
-def input_planes(liberties: bool, ladders: bool = False) -> int:
-    """How many planes a network takes: 17, 23 with the liberty planes, 3 more with the
-    ladder planes."""
-    return Inputs(liberties, ladders).planes
-
-
 @njit(cache=True, nogil=True)
 def fill_planes(recent: np.ndarray, color: int, out: np.ndarray) -> None:
     """Write the 17 planes for ``recent`` (int8[8, M], most recent first) and ``color`` to

@@ -21,7 +21,6 @@ from model.checkpoint import load_checkpoint
 from model.files import file_sha256
 from model.network import weights_sha256
 from tabula.errors import UsageError
-from tabula.features import input_planes
 from tasks import tracking
 from tasks.run.layout import RunLayout
 from tasks.run.markers import champion
@@ -91,7 +90,7 @@ def test_the_champion_loads_as_an_mlflow_pytorch_model(store, tmp_path, monkeypa
     path, _ = tracking.resolve_model(f"models:/tabula-{RUNS[1]}@champion", uri, project, tmp_path)
     assert file_sha256(path) == file_sha256(layout.model(1))
     net, _ = load_checkpoint(path)
-    planes = input_planes(net.shape.liberties)  # (23 with the liberty planes: the quick start's)
+    planes = net.shape.inputs.planes  # (23 with the liberty planes: the quick start's)
     x = torch.from_numpy(np.random.default_rng(0).random((5, planes, 5, 5), np.float32))
     with torch.no_grad():
         expected, got = net.forward_aux(x), loaded(x)
