@@ -256,15 +256,12 @@ def make_network(
     aux: bool = False,
     global_pooling: bool = False,
     liberties: bool = False,
-    ladders: bool = False,
 ) -> PolicyValueNet:
     """A freshly initialised network whose weights depend only on ``seed`` (the "random" model).
 
     The global torch RNG is left untouched: initialisation runs inside a forked RNG state.
     """
-    shape = NetworkShape(
-        board_size, blocks, filters, value_hidden, aux, global_pooling, liberties, ladders
-    )
+    shape = NetworkShape(board_size, blocks, filters, value_hidden, aux, global_pooling, liberties)
     return seeded_network(shape, seed)
 
 

@@ -94,9 +94,10 @@ def _empty_around(board, p, nbr) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _defender_moves(board, target, nbr, mark, stamps, stones, stack, libs, moves) -> int:
+def _defender_moves(board, target, nbr, scratch, moves) -> int:
     """The defender's tries with its chain at ``target`` in atari: the liberties of the
     attacker's chains in atari next to it (captures), then the chain's own liberty."""
+    mark, stamps, stones, stack, libs = scratch[0], scratch[1], scratch[2], scratch[3], scratch[4]
     base = _stamp(stamps)
     n, nlibs = _chain(board, target, nbr, mark, base, stones, libs)
     own = libs[0]
@@ -137,6 +138,15 @@ def _attacker_moves(board, target, nbr, mark, stamps, stack, libs, moves) -> int
 
 
 @njit(cache=True, nogil=True)
+def _tries(board, target, defends, nbr, scratch, moves) -> int:
+    """The moves to try from ``board``: the defender's (``defends``) or the attacker's."""
+    if defends:
+        return _defender_moves(board, target, nbr, scratch, moves)
+    mark, stamps, stack, libs = scratch[0], scratch[1], scratch[3], scratch[4]
+    return _attacker_moves(board, target, nbr, mark, stamps, stack, libs, moves)
+
+
+@njit(cache=True, nogil=True)
 def _repeats(hashes, d, h) -> bool:
     """Whether ``h`` is one of the read line's positions so far (``hashes[: d + 1]``)."""
     for i in range(d + 1):
@@ -170,18 +180,14 @@ def _captured(board, target, defender_to_move, nbr, zob, scratch) -> bool:
     (its chain in atari) or the attacker to move (its chain at 2 liberties): the module
     docstring's search, depth first on a stack of its own (numba cannot cache a function that
     calls itself)."""
-    mark, stamps, stones, stack, libs, boards, moves, tries, tried, defends, hashes = scratch
+    mark, stamps, _, stack, libs, boards, moves, tries, tried, defends, hashes = scratch
     D = LADDER_DEPTH
     color = board[target]
     boards[0] = board
     hashes[0] = board_hash(board, zob)
     defends[0] = defender_to_move
     tried[0] = 0
-    if defender_to_move:
-        tries[0] = _defender_moves(boards[0], target, nbr, mark, stamps, stones, stack, libs,
-                                   moves[0])  # fmt: skip
-    else:
-        tries[0] = _attacker_moves(boards[0], target, nbr, mark, stamps, stack, libs, moves[0])
+    tries[0] = _tries(boards[0], target, defender_to_move, nbr, scratch, moves[0])
     d, nodes = 0, 1
     while True:
         verdict = -1  # of the node at depth d: 1 captured, 0 escaped, -1 not known yet
@@ -215,12 +221,7 @@ def _captured(board, target, defender_to_move, nbr, zob, scratch) -> bool:
                 hashes[d] = h
                 defends[d] = not defends[d - 1]
                 tried[d] = 0
-                if defends[d]:
-                    tries[d] = _defender_moves(after, target, nbr, mark, stamps, stones, stack,
-                                               libs, moves[d])  # fmt: skip
-                else:
-                    tries[d] = _attacker_moves(after, target, nbr, mark, stamps, stack, libs,
-                                               moves[d])  # fmt: skip
+                tries[d] = _tries(after, target, defends[d], nbr, scratch, moves[d])
                 continue
         while verdict >= 0:  # hand the node's verdict to its parent
             if d == 0:

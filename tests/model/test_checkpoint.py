@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from model.network import make_network, weights_sha256
+from model.network import NetworkShape, make_network, seeded_network, weights_sha256
 
 META = {
     "parent": None,
@@ -45,7 +45,7 @@ def _refusal(path: Path, **kw: object) -> str:
     ],
 )
 def test_round_trip_is_bit_identical(tmp_path: Path, options: dict[str, bool]) -> None:
-    net = make_network(9, 2, 8, seed=3, value_hidden=16, **options)
+    net = seeded_network(NetworkShape(9, 2, 8, 16, **options), seed=3)
     net.stem[1].running_var.mul_(2.0)
     path = save_checkpoint(tmp_path / "ckpt" / "c.pt", net, META)
     loaded, meta = load_checkpoint(path, expect_board_size=9)

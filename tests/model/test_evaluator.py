@@ -14,7 +14,7 @@ from model.evaluator import (
     transform_planes,
     transform_policy,
 )
-from model.network import NetworkShape, PolicyValueNet, make_network, weights_sha256
+from model.network import NetworkShape, PolicyValueNet, make_network, seeded_network, weights_sha256
 from tabula.features import Inputs, symmetry_permutations, with_liberties
 from tabula.inputs import with_inputs
 
@@ -69,8 +69,8 @@ def test_matches_the_plain_network_for_uint8_and_float32() -> None:
     "inputs", [Inputs(liberties=True), Inputs(True, True), Inputs(ladders=True)]
 )
 def test_a_network_with_derived_planes_gets_them_from_the_17(inputs: Inputs) -> None:
-    net = make_network(7, 1, 8, seed=2, liberties=inputs.liberties, ladders=inputs.ladders)
-    net.eval()
+    shape = NetworkShape(7, 1, 8, liberties=inputs.liberties, ladders=inputs.ladders)
+    net = seeded_network(shape, 2).eval()
     assert net.stem[0].in_channels == inputs.planes
     planes = _planes(5, 7, 2)
     planes[:, 8] &= 1 - planes[:, 0]  # (no point holds both colours)
