@@ -84,11 +84,13 @@ def _stamp(stamps) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _empty_around(board, p, nbr) -> int:
+def _empty_around(board, p, nbr, taken=-1) -> int:
+    """How many points around ``p`` are empty, ``taken`` (a point the attacker has just
+    played, or -1) left out."""
     n = 0
     for k in range(4):
         q = nbr[p, k]
-        if q >= 0 and board[q] == 0:
+        if q >= 0 and q != taken and board[q] == 0:
             n += 1
     return n
 
@@ -236,12 +238,7 @@ def _escapes_at(board, p, taken, nbr) -> bool:
     """Whether a chain whose one liberty is ``p`` (once the attacker has played at ``taken``,
     or -1) is sure to have 3 or more liberties after it extends there: 3 points around ``p``
     other than ``taken`` are empty (a read would stop at once)."""
-    n = 0
-    for k in range(4):
-        q = nbr[p, k]
-        if q >= 0 and q != taken and board[q] == 0:
-            n += 1
-    return n >= 3
+    return _empty_around(board, p, nbr, taken) >= 3
 
 
 @njit(cache=True, nogil=True)
