@@ -195,13 +195,18 @@ def stage_specs(
     v_resign: float | None,
     lr_boundaries: list[int],
     bf16: bool | None,
+    *,
+    games: int | None = None,
 ) -> IterationPlan:
     """``plan`` with its stages' inputs: one `WorkerSpec` per self-play worker (``champion``
     plays, worker w writes ``worker_folder(w)``, all with threshold ``v_resign`` as
-    `effective_v_resign` gives it) and the `TrainSpec` (the rate schedule's
-    ``lr_boundaries``, precision ``bf16``)."""
-    games = worker_games(cfg.selfplay.games, cfg.selfplay.workers)
-    workers = tuple(
+    `effective_v_resign` gives it; ``games`` in all, at least one a worker, None:
+    ``selfplay.games``) and the `TrainSpec` (the rate schedule's ``lr_boundaries``, precision
+    ``bf16``)."""
+    workers = cfg.selfplay.workers
+    total = cfg.selfplay.games if games is None else max(games, workers)
+    games_of = worker_games(total, workers)
+    specs = tuple(
         WorkerSpec(
             iteration=plan.iteration,
             worker=w,
@@ -211,7 +216,7 @@ def stage_specs(
             folder=worker_folder(w),
             v_resign=v_resign,
         )
-        for w, n in enumerate(games)
+        for w, n in enumerate(games_of)
     )
     train = train_spec(
         cfg,
@@ -222,7 +227,7 @@ def stage_specs(
         parent=plan.parent,
         bf16=bf16,
     )
-    return replace(plan, workers=workers, train=train)
+    return replace(plan, workers=specs, train=train)
 
 
 def train_spec(
@@ -299,6 +304,9 @@ class RunState:
         trained (None: none has).
     overshoot: ``pipeline.budget_overshoot``: a new iteration predicted to end more than this
         fraction past the budget does not start (None: only a spent budget stops one).
+    games, shrink: ``selfplay.games`` and ``pipeline.budget_shrink``: such an iteration plays
+        the games that fit in what is left of the budget instead, when they are at least
+        ``shrink`` of ``games`` (None: it never shrinks).
     """
 
     iteration: int
@@ -313,6 +321,8 @@ class RunState:
     trained: int = 0
     last_steps: int | None = None
     overshoot: float | None = None
+    games: int | None = None
+    shrink: float | None = None
 
     @classmethod
     def first(cls, iterations: int) -> RunState:
@@ -330,11 +340,14 @@ class NextIteration:
     iterations: how many the run is planned for: those asked, or what the budget is expected
         to pay for, the fewer; the rate schedule anneals over them.
     lr_boundaries: the global steps where the rate drops in such a run.
+    games: the self-play games of an iteration shrunk to end the run within its budget
+        (`RunState.shrink`); None: ``selfplay.games``.
     """
 
     go: bool
     iterations: int
     lr_boundaries: tuple[int, ...]
+    games: int | None = None
 
 
 def next_iteration(training: TrainingConfig, state: RunState) -> NextIteration:
@@ -356,13 +369,15 @@ def next_iteration(training: TrainingConfig, state: RunState) -> NextIteration:
     if state.asked is not None:
         planned = min(planned, state.asked)
     done = state.asked is not None and state.iteration > state.asked
-    spent = not state.started and (_spent_fraction(state) >= 1.0 or _would_overshoot(state))
+    games = None if state.started else _shrunk_games(state)
+    over = games is None and _would_overshoot(state)
+    spent = not state.started and (_spent_fraction(state) >= 1.0 or over)
     if training.samples_per_row is None:
         total = planned * training.steps
     else:
         last = training.steps if state.last_steps is None else state.last_steps
         total = state.trained + max(planned - state.iteration + 1, 1) * last
-    return NextIteration(not (done or spent), planned, _boundaries(training, total))
+    return NextIteration(not (done or spent), planned, _boundaries(training, total), games)
 
 
 def spent_fraction(
@@ -409,6 +424,33 @@ def _would_overshoot(state: RunState) -> bool:
     return after > 1.0 + state.overshoot
 
 
+def _fitting_share(state: RunState) -> float:
+    """The share of the next iteration's predicted cost that fits in what is left of the
+    budget, the tighter of its CPU and wall limits (inf without a limit or a finished
+    iteration)."""
+    done = [s for s in state.spent if s.iteration < state.iteration]
+    shares = [math.inf]
+    for limit, used, what in ((state.core_hours, state.cpu_s, "cpu_s"),
+                              (state.hours, state.wall_s, "wall_s")):  # fmt: skip
+        cost = predicted_cost(done, what) if done else 0.0
+        if limit is not None and cost > 0:
+            shares.append(max(0.0, limit * HOUR - used) / cost)
+    return min(shares)
+
+
+def _shrunk_games(state: RunState) -> int | None:
+    """The games of a next iteration that would end past the budget by more than the
+    overshoot, cut to the share of it that fits in the budget (`_fitting_share`), when that is
+    at least ``state.shrink`` of ``state.games``; None: the iteration runs whole, or not at
+    all."""
+    if state.shrink is None or state.games is None or not _would_overshoot(state):
+        return None
+    share = _fitting_share(state)
+    if share < state.shrink:
+        return None
+    return max(1, math.floor(share * state.games))
+
+
 def _planned_iterations(state: RunState) -> int:
     prior, done = state.asked or state.default, state.iteration - 1
     if state.core_hours is None and state.hours is None:
@@ -418,14 +460,25 @@ def _planned_iterations(state: RunState) -> int:
         return max(prior, done + 1)
     # With an overshoot the run stops before the iteration that would pass the budget by more
     # (`_would_overshoot`), so it plans the whole iterations that fit in the budget and that
-    # much more; without, it runs the one that crosses the budget too.
-    last, left, room = spent[-1], [math.inf], 1.0 + (state.overshoot or 0.0)
+    # much more, and one shrunk to what is left after them when it may (`_shrunk_games`);
+    # without, it runs the one that crosses the budget too.
+    if state.overshoot is None:
+        return done + max(1, math.ceil(_iterations_left(state, spent, 1.0)))
+    whole = math.floor(_iterations_left(state, spent, 1.0 + state.overshoot))
+    part = _iterations_left(state, spent, 1.0) - whole
+    shrunk = state.shrink is not None and state.games is not None and part >= state.shrink
+    return done + max(1, whole + int(shrunk))
+
+
+def _iterations_left(state: RunState, spent: list[Spend], room: float) -> float:
+    """Iterations at the recent mean cost that fit in ``room`` times the budget after
+    ``spent`` (cumulative records), the tighter of its CPU and wall limits."""
+    last, left = spent[-1], [math.inf]
     if state.core_hours is not None:
         left.append((room * state.core_hours * HOUR - last.cpu_s) / _mean_cost(spent, "cpu_s"))
     if state.hours is not None:
         left.append((room * state.hours * HOUR - last.wall_s) / _mean_cost(spent, "wall_s"))
-    whole = math.ceil if state.overshoot is None else math.floor
-    return done + max(1, whole(min(left)))
+    return min(left)
 
 
 def _mean_cost(spent: list[Spend], what: str) -> float:

@@ -54,7 +54,8 @@ def upcoming(
     budget pays for) runs, and the run it is planned for (`tabula.plan.next_iteration`), from
     the run's ``budget.json``, what ``meter`` says it spent, whether the iteration began, what
     the previous one trained, and how far past its budget the run may end
-    (``pipeline.budget_overshoot``: the next iteration's cost is predicted from the last)."""
+    (``pipeline.budget_overshoot``: the next iteration's cost is predicted from the last), or
+    the games it plays when it shrinks to end within the budget (``pipeline.budget_shrink``)."""
     budget = read_budget(layout)
     cpu, wall = meter.totals()
     state = replace(
@@ -66,6 +67,8 @@ def upcoming(
         spent=tuple(Spend(s.iteration, s.cpu_s, s.wall_s) for s in budget.spent),
         started=layout.marker(i, Stage.PLAN.marker_name()).exists(),
         overshoot=cfg.pipeline.budget_overshoot,
+        games=cfg.selfplay.games,
+        shrink=cfg.pipeline.budget_shrink,
     )
     return next_iteration(cfg.training, state)
 
@@ -146,6 +149,7 @@ def _fixed(cfg: Config, layout: RunLayout, iteration: int, planned: NextIteratio
         _calibrated_v_resign(cfg, layout, iteration),
         list(planned.lr_boundaries),
         training_bf16(cfg),
+        games=planned.games,
     )
 
 

@@ -633,6 +633,15 @@ class PipelineConfig(_Section):
         " this fraction past the budget, so the run ends within it (0.03: 3%). None: every"
         " iteration that starts before the budget is spent runs (up to one iteration over).",
     )
+    budget_shrink: float | None = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="With budget_overshoot, the iteration that it would stop plays the games"
+        " that fit in what is left of the budget instead, at the same predicted cost a game,"
+        " when they are at least this share of selfplay.games (0.25), so that the run ends"
+        " near its budget rather than up to an iteration short of it. None: it does not start.",
+    )
     seed: int = Field(default=0, ge=0, lt=2**63, description="Root of every random generator.")
     data_dir: str = Field(default="data", min_length=1, description="DVC-tracked artifacts.")
     mlflow_tracking_uri: str = Field(

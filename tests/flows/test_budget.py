@@ -10,12 +10,12 @@ import pytest
 from flows.pipeline import run_pipeline
 from tabula.config import load_config
 from tabula.plan import IterationPlan
-from tasks.reproduce import retrain
-from tasks.run.budget import read_budget
+from tasks.reproduce import redo_selfplay_stage, retrain
+from tasks.run.budget import read_budget, record_iteration
 from tasks.run.cputime import CORE_HOUR
 from tasks.run.layout import RunLayout
 from tasks.run.markers import finished
-from tasks.run.records import EvaluationRecord, Stage, TrainRecord
+from tasks.run.records import EvaluationRecord, SelfplayRecord, Stage, TrainRecord
 from tests.conftest import TINY
 
 pytestmark = pytest.mark.slow
@@ -88,3 +88,35 @@ def test_a_bare_start_takes_the_configs_wall_clock_and_iterations_asked_do_not(
     played = {i: finished(counted, i, Stage.EVALUATE, EvaluationRecord) for i in (1, 2)}
     assert {i: sorted(e.anchors) for i, e in played.items() if e} == {1: [], 2: ["random"]}
     assert [finished(counted, i, Stage.PLAN, IterationPlan).planned for i in (1, 2)] == [2, 2]
+
+
+def test_the_iteration_the_overshoot_would_stop_plays_the_games_that_fit(
+    prefect_server, project, tmp_path
+):
+    """``pipeline.budget_shrink``: a run whose recorded iterations cost 1,000 CPU-s each,
+    with 600 left of its budget, plays its next iteration with the games 600 CPU-s pay for
+    (about 0.6 of 8, 4 games: its plan records them, its self-play plays them, and the replay
+    of the stage matches); with ``budget_shrink: null`` that iteration does not start."""
+    sets = [*TINY, "selfplay.games=8", "pipeline.budget_overshoot=0.03", "pipeline.iterations=50"]
+    cfg = load_config(None, [*sets, "pipeline.name=shrunk"])
+    layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
+    run_pipeline(cfg, project, iterations=2, core_hours=1.0)
+    for i in (1, 2):  # the same run as if each iteration had cost 1,000 CPU-s
+        record_iteration(layout, i, 1000.0 * i, 500.0 * i, {"selfplay": 1000.0})
+    limit = (2000.0 + 600.0) / CORE_HOUR
+    rows = run_pipeline(cfg, project, iterations=3, core_hours=limit)
+    assert [r.iteration for r in rows] == [1, 2, 3]
+    plan = finished(layout, 3, Stage.PLAN, IterationPlan)
+    assert plan is not None and [w.games for w in plan.workers] == [2, 2]
+    played = finished(layout, 3, Stage.SELFPLAY, SelfplayRecord)
+    assert played is not None and played.games == 4
+    assert redo_selfplay_stage(cfg, layout, 3) == []  # replayed as it ran
+
+    # The same spending without the shrink: the iteration does not start.
+    other = RunLayout(project, "data", "whole")
+    named = [*sets, "pipeline.name=whole", "pipeline.budget_shrink=null"]
+    run_pipeline(load_config(None, named), project, iterations=2, core_hours=1.0)
+    for i in (1, 2):
+        record_iteration(other, i, 1000.0 * i, 500.0 * i, {"selfplay": 1000.0})
+    rows = run_pipeline(load_config(None, named), project, core_hours=limit)
+    assert [r.iteration for r in rows] == [1, 2] and not other.iteration(3).exists()

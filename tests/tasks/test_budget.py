@@ -148,17 +148,21 @@ def test_the_next_iteration_cost_is_the_last_plus_the_trend():
     assert predicted_cost(_spent(200, 100), "wall_s") == pytest.approx(0.0)  # never negative
 
 
-def _ends(costs: list[float], budget_s: float, overshoot: float | None) -> float:
-    """Where a budgeted run whose iterations cost ``costs`` (CPU-s, in turn) ends, as a
-    fraction of its budget, stopping as `next_iteration` says."""
+def _ends(
+    costs: list[float], budget_s: float, overshoot: float | None, shrink: float | None = None
+) -> float:
+    """Where a budgeted run whose iterations cost ``costs`` (CPU-s, in turn, for 384 games)
+    ends, as a fraction of its budget, stopping or shrinking as `next_iteration` says (a
+    shrunk iteration costs its share of the games)."""
     spent: tuple[Spend, ...] = ()
     total = 0.0
     for i, cost in enumerate(costs, start=1):
         state = RunState(i, None, 100, budget_s / 3600.0, None, cpu_s=total, wall_s=total / 2,
-                         spent=spent, overshoot=overshoot)  # fmt: skip
-        if not next_iteration(TRAINING, state).go:
+                         spent=spent, overshoot=overshoot, games=384, shrink=shrink)  # fmt: skip
+        upcoming = next_iteration(TRAINING, state)
+        if not upcoming.go:
             break
-        total += cost
+        total += cost * (384 if upcoming.games is None else upcoming.games) / 384
         spent = (*spent, Spend(i, total, total / 2))
     return total / budget_s
 
@@ -178,6 +182,51 @@ def test_a_budget_ends_within_its_overshoot_when_asked():
     assert abs(_ends(hour, 3600.0, 0.03) - 1.0) <= 0.03
 
 
+def test_a_budget_ends_near_its_size_when_the_last_iteration_may_shrink():
+    """With ``budget_shrink`` the iteration the overshoot would stop plays the games that fit
+    in what is left: the quick budget, whose iterations are a sixth of it, ends within 3% of
+    its size either side instead of up to an iteration short; one core-hour too."""
+    whole = _ends(QUICK, 720.0, 0.03)
+    shrunk = _ends(QUICK, 720.0, 0.03, shrink=0.25)
+    assert abs(shrunk - 1.0) <= 0.03 and shrunk > whole
+    hour = [60.0 + 0.2 * k for k in range(80)]
+    assert abs(_ends(hour, 3600.0, 0.03, shrink=0.25) - 1.0) <= 0.03
+    # nothing shrinks without an overshoot to stop at: the first boundary past the budget
+    assert _ends(QUICK, 720.0, None, shrink=0.25) == _ends(QUICK, 720.0, None)
+
+
+def test_an_iteration_shrinks_to_the_games_that_fit_or_does_not_start():
+    """656 of 720 CPU-s spent, the next predicted at 126: 64 CPU-s fit, a share of 0.51, so
+    it plays 195 of 384 games; the run is planned with that one too. With 700 spent the 20 left
+    are a sixth of an iteration, under the 0.25 floor: it does not start."""
+    spent = _spent(*QUICK[:6])
+    state = RunState(7, None, 100, 0.2, None, cpu_s=656.0, wall_s=328.0, spent=spent,
+                     overshoot=0.03, games=384, shrink=0.25)  # fmt: skip
+    upcoming = next_iteration(TRAINING, state)
+    assert upcoming.go and upcoming.games == math.floor(64 / 126 * 384) == 195
+    assert upcoming.iterations == 7
+    assert next_iteration(TRAINING, replace(state, shrink=None)).games is None
+    assert not next_iteration(TRAINING, replace(state, shrink=None)).go
+    late = replace(state, cpu_s=700.0)
+    assert not next_iteration(TRAINING, late).go and next_iteration(TRAINING, late).games is None
+    # an iteration that fits whole does not shrink; one that began keeps its plan
+    assert next_iteration(TRAINING, replace(state, core_hours=1.0)).games is None
+    assert next_iteration(TRAINING, replace(state, started=True)).games is None
+
+
+def test_a_shrunk_iteration_shares_its_games_among_the_workers():
+    from tabula.plan import plan_iteration, stage_specs
+
+    cfg = load_config(None)
+    made = plan_iteration(cfg, 7, 6, lambda j: f"iter-{j}")
+    specs = stage_specs(cfg, made, "champion.pt", str, None, [100], False, games=195)
+    assert [w.games for w in specs.workers] == [98, 97]
+    whole = stage_specs(cfg, made, "champion.pt", str, None, [100], False)
+    assert [w.games for w in whole.workers] == [192, 192]
+    few = stage_specs(cfg, made, "champion.pt", str, None, [100], False, games=1)
+    assert [w.games for w in few.workers] == [1, 1]  # at least one a worker
+
+
 def test_the_overshoot_comes_from_the_config():
     from tabula.config import load_config
 
@@ -187,9 +236,10 @@ def test_the_overshoot_comes_from_the_config():
 
 
 def test_the_run_stops_before_an_overshooting_iteration_from_its_budget_file(tmp_path: Path):
-    """`tasks.planning.upcoming` reads ``budget.json`` and the config's overshoot: 656 of 720
-    CPU-s spent, the next iteration predicted at ~130, so it starts only without a limit on the
-    overshoot."""
+    """`tasks.planning.upcoming` reads ``budget.json`` and the config's overshoot and shrink:
+    656 of 720 CPU-s spent, the next iteration predicted at ~126, so it starts whole only
+    without a limit on the overshoot, shrunk to 195 games by default, and not at all when it
+    may not shrink (the meter counts this test's CPU-seconds since it started too)."""
     from tabula.config import load_config
     from tasks.planning import upcoming
     from tasks.run.cputime import process_tree_cpu_seconds
@@ -203,8 +253,11 @@ def test_the_run_stops_before_an_overshooting_iteration_from_its_budget_file(tmp
     meter = Meter(cpu_start=process_tree_cpu_seconds(), base=read_budget(layout).spent[-1])
     plain = load_config(None, ["pipeline.budget_overshoot=null"])
     within = load_config(None, ["pipeline.budget_overshoot=0.03"])
+    whole = load_config(None, ["pipeline.budget_overshoot=0.03", "pipeline.budget_shrink=null"])
     assert upcoming(plain, layout, meter, 7, None).go
-    assert not upcoming(within, layout, meter, 7, None).go
+    assert upcoming(plain, layout, meter, 7, None).games is None
+    assert 185 <= upcoming(within, layout, meter, 7, None).games <= 195  # (the test's CPU too)
+    assert not upcoming(whole, layout, meter, 7, None).go
 
 
 def test_with_an_overshoot_the_schedule_plans_the_iterations_that_fit():
