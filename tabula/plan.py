@@ -307,6 +307,8 @@ class RunState:
     games, shrink: ``selfplay.games`` and ``pipeline.budget_shrink``: such an iteration plays
         the games that fit in what is left of the budget instead, when they are at least
         ``shrink`` of ``games`` (None: it never shrinks).
+    fixed_cpu_s, fixed_wall_s: what the last finished iteration spent outside self-play and
+        training, which a shrunk iteration still spends (its matches, the bookkeeping).
     """
 
     iteration: int
@@ -323,6 +325,8 @@ class RunState:
     overshoot: float | None = None
     games: int | None = None
     shrink: float | None = None
+    fixed_cpu_s: float = 0.0
+    fixed_wall_s: float = 0.0
 
     @classmethod
     def first(cls, iterations: int) -> RunState:
@@ -370,6 +374,8 @@ def next_iteration(training: TrainingConfig, state: RunState) -> NextIteration:
         planned = min(planned, state.asked)
     done = state.asked is not None and state.iteration > state.asked
     games = None if state.started else _shrunk_games(state)
+    if games is not None:  # the last: its plan plays the anchors
+        planned = state.iteration
     over = games is None and _would_overshoot(state)
     spent = not state.started and (_spent_fraction(state) >= 1.0 or over)
     if training.samples_per_row is None:
@@ -425,16 +431,19 @@ def _would_overshoot(state: RunState) -> bool:
 
 
 def _fitting_share(state: RunState) -> float:
-    """The share of the next iteration's predicted cost that fits in what is left of the
-    budget, the tighter of its CPU and wall limits (inf without a limit or a finished
-    iteration)."""
+    """The share of the next iteration's self-play and training that fits in what is left of
+    the budget once its fixed cost is paid (the last iteration's, `RunState.fixed_cpu_s`), at
+    the predicted cost of the whole iteration; the tighter of the CPU and wall limits (inf
+    without a limit or a finished iteration)."""
     done = [s for s in state.spent if s.iteration < state.iteration]
     shares = [math.inf]
-    for limit, used, what in ((state.core_hours, state.cpu_s, "cpu_s"),
-                              (state.hours, state.wall_s, "wall_s")):  # fmt: skip
-        cost = predicted_cost(done, what) if done else 0.0
-        if limit is not None and cost > 0:
-            shares.append(max(0.0, limit * HOUR - used) / cost)
+    for limit, used, what, fixed in (
+        (state.core_hours, state.cpu_s, "cpu_s", state.fixed_cpu_s),
+        (state.hours, state.wall_s, "wall_s", state.fixed_wall_s),
+    ):
+        scaled = (predicted_cost(done, what) if done else 0.0) - fixed
+        if limit is not None and scaled > 0:
+            shares.append(max(0.0, limit * HOUR - used - fixed) / scaled)
     return min(shares)
 
 
@@ -460,14 +469,11 @@ def _planned_iterations(state: RunState) -> int:
         return max(prior, done + 1)
     # With an overshoot the run stops before the iteration that would pass the budget by more
     # (`_would_overshoot`), so it plans the whole iterations that fit in the budget and that
-    # much more, and one shrunk to what is left after them when it may (`_shrunk_games`);
-    # without, it runs the one that crosses the budget too.
-    if state.overshoot is None:
-        return done + max(1, math.ceil(_iterations_left(state, spent, 1.0)))
-    whole = math.floor(_iterations_left(state, spent, 1.0 + state.overshoot))
-    part = _iterations_left(state, spent, 1.0) - whole
-    shrunk = state.shrink is not None and state.games is not None and part >= state.shrink
-    return done + max(1, whole + int(shrunk))
+    # much more (an iteration shrunk to fit after them is planned when it starts, as the last:
+    # `next_iteration`); without, it runs the one that crosses the budget too.
+    room = 1.0 + (state.overshoot or 0.0)
+    whole = math.ceil if state.overshoot is None else math.floor
+    return done + max(1, whole(_iterations_left(state, spent, room)))
 
 
 def _iterations_left(state: RunState, spent: list[Spend], room: float) -> float:

@@ -30,7 +30,7 @@ from tasks.run.budget import read_budget
 from tasks.run.cputime import Meter
 from tasks.run.layout import RunLayout, reset_dir
 from tasks.run.markers import champion, finished, resumable
-from tasks.run.records import InitRecord, SelfplayRecord, Stage, TrainRecord
+from tasks.run.records import InitRecord, SelfplayRecord, Spent, Stage, TrainRecord
 
 
 @task(name="init-model", task_run_name="init-model", **IO_RETRIES)
@@ -70,7 +70,28 @@ def upcoming(
         games=cfg.selfplay.games,
         shrink=cfg.pipeline.budget_shrink,
     )
+    if budget.spent:
+        state = replace(state, **_fixed_costs(budget.spent))
     return next_iteration(cfg.training, state)
+
+
+#: The stages whose cost scales with an iteration's self-play games.
+SCALED = ("selfplay", "train")
+
+
+def _fixed_costs(spent: Sequence[Spent]) -> dict[str, float]:
+    """What the last finished iteration of ``spent`` (cumulative records) spent outside
+    self-play and training, in CPU and wall seconds (`tabula.plan.RunState.fixed_cpu_s`)."""
+    last = spent[-1]
+    before = spent[-2] if len(spent) > 1 else Spent(0, 0.0, 0.0, {})
+    out = {}
+    for key, cost, stages in (
+        ("fixed_cpu_s", last.cpu_s - before.cpu_s, last.stages),
+        ("fixed_wall_s", last.wall_s - before.wall_s, last.stage_wall_s),
+    ):  # (0 where the stages were not recorded: runs of before)
+        scaled = sum(stages.get(k, 0.0) for k in SCALED)
+        out[key] = max(0.0, cost - scaled) if scaled > 0 else 0.0
+    return out
 
 
 def _trained(cfg: Config, layout: RunLayout, i: int, asked: int | None) -> RunState:

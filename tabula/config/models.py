@@ -638,9 +638,10 @@ class PipelineConfig(_Section):
         gt=0,
         le=1,
         description="With budget_overshoot, the iteration that it would stop plays the games"
-        " that fit in what is left of the budget instead, at the same predicted cost a game,"
-        " when they are at least this share of selfplay.games (0.25), so that the run ends"
-        " near its budget rather than up to an iteration short of it. None: it does not start.",
+        " that fit in what is left of the budget instead (its self-play and training shrink with"
+        " them, its matches and bookkeeping cost what the last iteration's did), when they are"
+        " at least this share of selfplay.games (0.25), and is the run's last: the run ends near"
+        " its budget rather than up to an iteration short of it. None: it does not start.",
     )
     seed: int = Field(default=0, ge=0, lt=2**63, description="Root of every random generator.")
     data_dir: str = Field(default="data", min_length=1, description="DVC-tracked artifacts.")

@@ -209,9 +209,25 @@ def test_an_iteration_shrinks_to_the_games_that_fit_or_does_not_start():
     assert not next_iteration(TRAINING, replace(state, shrink=None)).go
     late = replace(state, cpu_s=700.0)
     assert not next_iteration(TRAINING, late).go and next_iteration(TRAINING, late).games is None
+    # its matches and bookkeeping (26 CPU-s in the last iteration) do not shrink: 38 of the
+    # 100 CPU-s of self-play and training fit
+    fixed = next_iteration(TRAINING, replace(state, fixed_cpu_s=26.0))
+    assert fixed.games == math.floor((64 - 26) / (126 - 26) * 384) == 145
     # an iteration that fits whole does not shrink; one that began keeps its plan
     assert next_iteration(TRAINING, replace(state, core_hours=1.0)).games is None
     assert next_iteration(TRAINING, replace(state, started=True)).games is None
+
+
+def test_the_fixed_cost_is_what_the_last_iteration_spent_outside_selfplay_and_training():
+    from tasks.planning import _fixed_costs
+
+    spent = (Spent(1, 100.0, 60.0, {"selfplay": 50.0, "train": 30.0}, {"selfplay": 25.0}),
+             Spent(2, 230.0, 130.0, {"selfplay": 60.0, "train": 35.0, "evaluate": 30.0},
+                   {"selfplay": 30.0, "train": 20.0}))  # fmt: skip
+    assert _fixed_costs(spent) == {"fixed_cpu_s": 35.0, "fixed_wall_s": 20.0}
+    assert _fixed_costs(spent[:1]) == {"fixed_cpu_s": 20.0, "fixed_wall_s": 35.0}
+    unrecorded = (Spent(1, 100.0, 60.0, {}),)  # a run of before: nothing known to be fixed
+    assert _fixed_costs(unrecorded) == {"fixed_cpu_s": 0.0, "fixed_wall_s": 0.0}
 
 
 def test_a_shrunk_iteration_shares_its_games_among_the_workers():
