@@ -406,9 +406,10 @@ def predicted_cost(spent: Sequence[Spend], what: str) -> float:
     """The next iteration's cost in ``what`` ("cpu_s" or "wall_s"), from the run's cumulative
     records ``spent`` (oldest first): the last iteration's cost plus the mean change per
     iteration over the last `RECENT` (games lengthen and training grows with the window), at
-    least 0; 0 before any iteration finished."""
+    least 0; 0 before any iteration finished. The run's first iteration counts only while it
+    is the only one (`_settled`)."""
     totals = [0.0, *(float(getattr(s, what)) for s in spent)]
-    costs = [b - a for a, b in pairwise(totals)][-RECENT:]
+    costs = _settled(spent, [b - a for a, b in pairwise(totals)])[-RECENT:]
     if not costs:
         return 0.0
     trend = (costs[-1] - costs[0]) / (len(costs) - 1) if len(costs) > 1 else 0.0
@@ -487,9 +488,20 @@ def _iterations_left(state: RunState, spent: list[Spend], room: float) -> float:
     return min(left)
 
 
+def _settled(spent: Sequence[Spend], items: list) -> list:
+    """``items`` (one per record of ``spent``, oldest first, or the points before and after
+    them) without the run's first iteration's once another has finished: it also paid for the
+    run's start (the temporary Prefect server, the initial network, and on a cold numba cache
+    the compilation of the search: 418 CPU-s against about 130 after it, measured), which would
+    pull the trend of the next ones down and their mean up."""
+    first = len(spent) > 1 and spent[0].iteration == 1
+    return items[1:] if first else items
+
+
 def _mean_cost(spent: list[Spend], what: str) -> float:
-    """Mean cost of the last `RECENT` iterations in ``spent`` (cumulative records)."""
-    points = [(0, 0.0), *((s.iteration, float(getattr(s, what))) for s in spent)]
+    """Mean cost of the last `RECENT` iterations in ``spent`` (cumulative records), the run's
+    first left out once another has finished (`_settled`)."""
+    points = _settled(spent, [(0, 0.0), *((s.iteration, float(getattr(s, what))) for s in spent)])
     (i0, v0), (i1, v1) = points[max(0, len(points) - 1 - RECENT)], points[-1]
     return max((v1 - v0) / max(1, i1 - i0), 1e-9)
 

@@ -57,6 +57,8 @@ def test_what_is_left_over_the_recent_mean_cost():
     assert planned_iterations(1.0, None, spent, 6, 100) == 6 + 21  # (3600-1500)/100
     # the wall budget binds when it is the tighter: half an hour, 300 s of wall an iteration
     assert planned_iterations(10.0, 0.5, _spent(600, 600), 2, 100) == 6
+    # the first iteration, which paid for the run's start, is left out once another finished
+    assert planned_iterations(1.0, None, _spent(1000, 100), 2, 100) == 2 + 25  # (3600-1100)/100
 
 
 def test_a_spent_budget_plans_one_more_iteration_at_least():
@@ -145,7 +147,10 @@ def test_the_next_iteration_cost_is_the_last_plus_the_trend():
     assert predicted_cost(_spent(100, 110, 120), "cpu_s") == pytest.approx(130.0)
     # only the last RECENT (5) iterations: the first, cheap ones do not drag the trend
     assert predicted_cost(_spent(10, 100, 100, 100, 100, 100), "cpu_s") == pytest.approx(100.0)
-    assert predicted_cost(_spent(200, 100), "wall_s") == pytest.approx(0.0)  # never negative
+    assert predicted_cost(_spent(50, 300, 100), "wall_s") == pytest.approx(0.0)  # never negative
+    # the run's first iteration (its start, a cold compile) counts only while it is alone
+    assert predicted_cost(_spent(418), "cpu_s") == pytest.approx(418.0)
+    assert predicted_cost(_spent(418, 130, 130), "cpu_s") == pytest.approx(130.0)
 
 
 def _ends(
