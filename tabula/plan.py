@@ -472,20 +472,13 @@ def _planned_iterations(state: RunState) -> int:
     # (`_would_overshoot`), so it plans the whole iterations that fit in the budget and that
     # much more (an iteration shrunk to fit after them is planned when it starts, as the last:
     # `next_iteration`); without, it runs the one that crosses the budget too.
-    room = 1.0 + (state.overshoot or 0.0)
-    whole = math.ceil if state.overshoot is None else math.floor
-    return done + max(1, whole(_iterations_left(state, spent, room)))
-
-
-def _iterations_left(state: RunState, spent: list[Spend], room: float) -> float:
-    """Iterations at the recent mean cost that fit in ``room`` times the budget after
-    ``spent`` (cumulative records), the tighter of its CPU and wall limits."""
-    last, left = spent[-1], [math.inf]
+    last, left, room = spent[-1], [math.inf], 1.0 + (state.overshoot or 0.0)
     if state.core_hours is not None:
         left.append((room * state.core_hours * HOUR - last.cpu_s) / _mean_cost(spent, "cpu_s"))
     if state.hours is not None:
         left.append((room * state.hours * HOUR - last.wall_s) / _mean_cost(spent, "wall_s"))
-    return min(left)
+    whole = math.ceil if state.overshoot is None else math.floor
+    return done + max(1, whole(min(left)))
 
 
 def _settled(spent: Sequence[Spend], items: list) -> list:
