@@ -61,6 +61,7 @@ from model.files import write_json
 from tabula.config import Config, dump_config, load_config
 from tasks.gpu_use import gpu_use
 from tasks.run.cputime import busy, cores, process_tree_cpu_seconds, run_measured
+from tasks.selfplay import compile_kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
@@ -134,19 +135,6 @@ def _timed_worker(config_yaml: str, worker: int, threads: int, ready: Any, settl
         "positions": stats.positions - started,
         "games": stats.games - window.games0,
     }
-
-
-def warm_kernels(cfg: Config) -> None:
-    """Compile (or load) numba's search and rules kernels for ``cfg``'s board and search in
-    this process, so that they are in the cache when the workers start: one game of a few
-    simulations, a network-free evaluator."""
-    from model.evaluator import UniformEvaluator
-    from tabula.selfplay import SelfPlayParams, play_games
-
-    quick = cfg.model_copy(update={"search": cfg.search.model_copy(update={"simulations": 8})})
-    params = SelfPlayParams.from_config(quick)
-    for _ in play_games(UniformEvaluator(), params, 1, np.random.default_rng(0)):
-        pass
 
 
 def selfplay_rate(cfg: Config, workers: int, mode: str, seconds: float, warmup: float) -> dict:
@@ -388,7 +376,7 @@ def main(argv: list[str] | None = None) -> None:
     result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "machine": machine(),
                               "config": str(args.config), "overrides": args.overrides}  # fmt: skip
     if "selfplay" not in args.skip:
-        warm_kernels(cfg)
+        compile_kernels(cfg)  # (the workers then load the kernels from numba's cache)
         result["selfplay"] = [selfplay_rate(cfg, w, m, args.seconds, args.warmup)
                               for w in counts for m in modes]  # fmt: skip
     if "network" not in args.skip:

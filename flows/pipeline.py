@@ -43,6 +43,7 @@ from tasks.run.records import (
     TrainRecord,
 )
 from tasks.run.summary import SummaryRow, run_elos, summary_row, with_final_ratings
+from tasks.selfplay import start_workers
 from tasks.stage_files import write_init_stage
 from tasks.versioning import code_commit, ensure_repo
 from tasks.workers import stopping_worker_processes
@@ -220,6 +221,8 @@ def run_pipeline(
             tracking.mark_killed(cfg, layout)
         core_hours, hours = given_limits(cfg, layout, iterations, core_hours, hours)
         n = asked_iterations(cfg, layout, iterations, core_hours, hours)
+        if not dask_address:
+            start_workers(cfg)  # (they compile while the flow starts)
         with prefect_api(cfg.pipeline.prefect_api_url):
             rows = pipeline(
                 text,

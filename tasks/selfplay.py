@@ -24,6 +24,7 @@ import dataclasses
 import multiprocessing
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -254,7 +255,7 @@ def selfplay_worker(cfg: Config, layout: RunLayout, spec: WorkerSpec) -> WorkerR
         show(p.games, p.games_total)
 
     if in_processes(cfg):
-        pool = worker_processes(cfg.selfplay.workers)
+        pool = worker_processes(cfg.selfplay.workers, compile_kernels)
         result = pool.play(play_spec, cfg, layout.project, spec, threads, progress)
     else:
         set_threads(threads)
@@ -271,6 +272,27 @@ def selfplay_worker(cfg: Config, layout: RunLayout, spec: WorkerSpec) -> WorkerR
         host=socket.gethostname(),
         pid=os.getpid(),
     )
+
+
+def compile_kernels(cfg: Config) -> None:
+    """Compile numba's self-play kernels for ``cfg`` in this process, or load them from numba's
+    cache: `run_worker` (the game loop, the input planes, the shards and SGF) for one game of 8
+    simulations with a network of ``cfg``'s inputs, one block of 8 filters, into a scratch
+    folder. What a worker process runs before its first job (`tasks.workers`)."""
+    small = {"blocks": 1, "filters": 8, "value_hidden": 8, "grow": []}
+    quick = cfg.model_copy(update={
+        "search": cfg.search.model_copy(update={"simulations": 8}),
+        "network": cfg.network.model_copy(update=small),
+    })  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="tabula-warm-up-") as scratch:
+        run_worker(quick, WorkerSpec(0, 0, "random", 1, 0, "warm-up", None), Path(scratch))
+
+
+def start_workers(cfg: Config) -> None:
+    """Start the self-play worker processes of ``cfg`` now, if it plays in processes
+    (`in_processes`): their numba compile then overlaps the run's start (`tasks.workers`)."""
+    if in_processes(cfg):
+        worker_processes(cfg.selfplay.workers, compile_kernels).start(cfg)
 
 
 def play_workers(cfg: Config, layout: RunLayout, specs: Sequence[WorkerSpec]) -> list[WorkerRecord]:

@@ -14,6 +14,18 @@ A job is one worker spec and the function that plays it (`tasks.selfplay.play_sp
 thread would call), with the same torch threads, so the games, shards and SGFs are byte for
 byte those of a thread (`tests/tasks/test_workers.py`).
 
+Before its first job a process compiles numba's self-play kernels (the pool's ``warm``,
+`tasks.selfplay.compile_kernels`: about a minute of CPU on a cold cache, the same in every
+process), and only one process of the pool compiles: the first to take the pool's lock file
+compiles, filling numba's on-disk cache, and marks the file; the others wait for the lock, see
+the mark and load the kernels from the cache side by side (a couple of seconds). A budgeted run
+counts CPU-seconds: the compile costs it one process's instead of one per worker
+(`python -m bench.coldstart`). The lock is the system's (``flock``), which lets go of it when
+its process dies: a worker killed while it compiles leaves the compiling to the next.
+`WorkerProcesses.start` starts the processes and their warm-up at once, so that a run's compile
+overlaps its start (the Prefect flow, the repository, the first network) instead of delaying
+its first self-play stage.
+
 A worker process never outlives the run: it ignores SIGINT (the run's process handles a
 Ctrl-C and stops the workers), and exits at once when its parent is gone (a SIGKILL of the
 run), so that a resume never races an orphan writing into the folder it resets. A job that
@@ -22,9 +34,11 @@ raises re-raises in the caller; a worker that dies is replaced by the next job.
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
 import os
 import signal
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -47,6 +61,8 @@ class WorkerDiedError(RuntimeError):
 
 #: What a worker process runs: `tasks.selfplay.play_spec`'s signature.
 Play = Callable[..., WorkerResult]
+#: What a worker process runs once, before its first job (`tasks.selfplay.compile_kernels`).
+Warm = Callable[[Config], None]
 
 
 @dataclass(frozen=True)
@@ -65,11 +81,37 @@ def _exit_when_orphaned(parent: int) -> None:
             os._exit(1)
 
 
-def _serve(conn: Connection, parent: int) -> None:
-    """A worker process's loop: play each job sent, report progress and the result."""
+def _warm_once(lock: str, warm: Warm, cfg: Config) -> None:
+    """``warm(cfg)``, holding the lock on the file ``lock`` unless another process has already
+    warmed up (its mark in the file): then the kernels are in numba's cache."""
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.pread(fd, 1, 0) == b"1":
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            warm(cfg)
+            return
+        warm(cfg)
+        os.pwrite(fd, b"1", 0)
+    finally:
+        os.close(fd)  # (lets go of the lock)
+
+
+def _serve(conn: Connection, parent: int, lock: str, warm: Warm | None,
+           early: Config | None) -> None:  # fmt: skip
+    """A worker process's loop: play each job sent, report progress and the result. Before
+    the first, ``warm(cfg)``, one process at a time until one has done it (`_warm_once`):
+    at once for ``early`` if given (an error then waits for the first job to retry it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
     from model.evaluator import set_threads
+
+    if warm is not None and early is not None:
+        try:
+            _warm_once(lock, warm, early)
+            warm = None
+        except Exception:
+            pass  # (the first job warms up again, and reports the error)
 
     while True:
         try:
@@ -80,6 +122,9 @@ def _serve(conn: Connection, parent: int) -> None:
             return
         set_threads(job.threads)
         try:
+            if warm is not None:
+                _warm_once(lock, warm, job.cfg)
+                warm = None
             result = job.play(
                 job.cfg, job.project, job.spec, progress=lambda p: conn.send(("progress", p))
             )
@@ -101,10 +146,13 @@ def _picklable(error: BaseException) -> BaseException:
 
 
 class _Worker:
-    def __init__(self, context: Any) -> None:
+    def __init__(self, context: Any, lock: str, warm: Warm | None, early: Config | None) -> None:
         self.conn, child = context.Pipe()
         self.process = context.Process(
-            target=_serve, args=(child, os.getpid()), name="tabula-selfplay", daemon=True
+            target=_serve,
+            args=(child, os.getpid(), lock, warm, early),
+            name="tabula-selfplay",
+            daemon=True,
         )
         self.process.start()
         child.close()
@@ -118,11 +166,15 @@ class _Worker:
 
 class WorkerProcesses:
     """Up to ``size`` self-play worker processes, started when first needed (module docstring).
-    Thread-safe: each of the flow's worker threads runs its job on a process of its own."""
+    Thread-safe: each of the flow's worker threads runs its job on a process of its own.
+    ``warm``: what each process runs before its first job, one at a time until one has
+    (module docstring; None: nothing, every process compiles what its jobs need itself)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, warm: Warm | None = None) -> None:
         self.size = size
+        self.warm = warm
         self._context = multiprocessing.get_context("spawn")
+        self._lock_file = ""  # made with the first process, removed by `close`
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
         self._busy = 0
@@ -140,7 +192,7 @@ class WorkerProcesses:
                 self._all.discard(worker)
                 worker.stop()
         try:
-            worker = _Worker(self._context)
+            worker = _Worker(self._context, self._compile_lock(), self.warm, None)
         except BaseException:
             with self._lock:
                 self._busy -= 1
@@ -148,6 +200,24 @@ class WorkerProcesses:
         with self._lock:
             self._all.add(worker)
         return worker
+
+    def start(self, cfg: Config) -> None:
+        """Start the pool's processes now, each warming up for ``cfg`` at once (module
+        docstring), rather than with its first job."""
+        with self._lock:
+            missing = self.size - len(self._all)
+        for _ in range(missing):
+            worker = _Worker(self._context, self._compile_lock(), self.warm, cfg)
+            with self._lock:
+                self._all.add(worker)
+                self._idle.append(worker)
+
+    def _compile_lock(self) -> str:
+        with self._lock:
+            if not self._lock_file:
+                fd, self._lock_file = tempfile.mkstemp(prefix="tabula-compile-", suffix=".lock")
+                os.close(fd)
+            return self._lock_file
 
     def _give_back(self, worker: _Worker, keep: bool) -> None:
         with self._lock:
@@ -210,18 +280,23 @@ class WorkerProcesses:
             worker.stop()
         for worker in busy:
             worker.process.kill()
+        with self._lock:
+            lock_file, self._lock_file = self._lock_file, ""
+        if lock_file:
+            Path(lock_file).unlink(missing_ok=True)
 
 
 _pool: WorkerProcesses | None = None
 _pool_lock = threading.Lock()
 
 
-def worker_processes(size: int) -> WorkerProcesses:
-    """This process's pool of self-play worker processes, of at least ``size``."""
+def worker_processes(size: int, warm: Warm | None = None) -> WorkerProcesses:
+    """This process's pool of self-play worker processes, of at least ``size``; ``warm``:
+    what a new pool's processes run before their first job (`WorkerProcesses`)."""
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = WorkerProcesses(size)
+            _pool = WorkerProcesses(size, warm)
         _pool.size = max(_pool.size, size)
         return _pool
 

@@ -66,3 +66,66 @@ def check_the_cache_serves_a_second_process(
     assert used >= kernels and misses > 0
     used2, misses2, hits2 = _cache_use(modules, workload, cache_dir)
     assert kernels <= used2 <= used and misses2 == 0 and hits2 >= used2
+
+
+# Self-play worker processes (`tasks.workers`) in tests: a warm-up and a job, picklable by name.
+
+#: While this file does not exist, `compile_normal_or_hang` makes it and hangs.
+HANG_FLAG = "TABULA_TEST_HANG_FLAG"
+
+
+def compile_normal(cfg: object) -> None:
+    """A warm-up that compiles one small kernel (`tabula.mcts.random.normal`), or loads it."""
+    import numpy as np
+
+    from tabula.mcts.random import normal
+
+    normal(np.ones(1, np.uint64), 0)
+
+
+def compile_normal_or_hang(cfg: object) -> None:
+    """`compile_normal`, but first, once (the file `HANG_FLAG` names), hang before it."""
+    import time
+
+    flag = Path(os.environ[HANG_FLAG])
+    if not flag.exists():
+        flag.touch()
+        time.sleep(3600)
+    compile_normal(cfg)
+
+
+def normal_cache_use(cfg: object, project: Path, spec: object, progress: object = None) -> tuple:
+    """A worker job: (this process's pid, how many signatures of `tabula.mcts.random.normal`
+    it compiled, how many it loaded from numba's cache)."""
+    from tabula.mcts.random import normal
+
+    stats = normal.stats
+    return os.getpid(), len(stats.cache_misses), len(stats.cache_hits)
+
+
+def check_the_warm_up_covers_selfplay(overrides: list[str]) -> None:
+    """In a fresh process: after `tasks.selfplay.compile_kernels`, self-play of two games with
+    a network of that config (its input planes too) compiles no kernel signature more."""
+    out = _python(
+        "import numpy as np\n"
+        "import numba.core.registry as reg, sys\n"
+        "from tabula.config import load_config\n"
+        "from model.evaluator import Evaluator\n"
+        "from model.network import network_for\n"
+        "from tabula.selfplay import SelfPlayParams, play_games\n"
+        "from tasks.selfplay import compile_kernels\n"
+        f"cfg = load_config(None, {overrides!r})\n"
+        "def signatures():\n"
+        "    return sum(len(v.signatures) for n, m in list(sys.modules.items())\n"
+        "               if n.startswith('tabula.') for v in vars(m).values()\n"
+        "               if isinstance(v, reg.CPUDispatcher))\n"
+        "compile_kernels(cfg)\n"
+        "warm = signatures()\n"
+        "evaluate = Evaluator(network_for(cfg, 1), device='cpu')\n"
+        "for _ in play_games(evaluate, SelfPlayParams.from_config(cfg), 2,\n"
+        "                    np.random.default_rng(0)):\n"
+        "    pass\n"
+        "print(warm, signatures())\n"
+    )
+    warm, after = map(int, out.split())
+    assert warm > 20 and after == warm

@@ -1,5 +1,6 @@
 """Self-play worker processes (`tasks.workers`): the same bytes as a thread, errors come back,
-a dead worker is reported and replaced, and no worker outlives the process that started it."""
+a dead worker is reported and replaced, no worker outlives the process that started it, and one
+process of a pool compiles numba's kernels while the others load them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +22,13 @@ from tabula.config import load_config
 from tabula.plan import WorkerSpec
 from tasks.selfplay import WorkerProgress, in_processes, play_spec
 from tasks.workers import WorkerDiedError, WorkerProcesses
+from tests.helpers.numba import (
+    HANG_FLAG,
+    check_the_warm_up_covers_selfplay,
+    compile_normal,
+    compile_normal_or_hang,
+    normal_cache_use,
+)
 
 OVERRIDES = [
     "rules.board_size=5",
@@ -157,3 +166,87 @@ def test_processes_setting(cfg) -> None:
     assert not in_processes(load_config(None, [*OVERRIDES, "selfplay.workers=3",
                                                 "selfplay.processes=false"]))  # fmt: skip
     assert in_processes(load_config(None, [*OVERRIDES, "selfplay.processes=true"]))
+
+
+def _play_side_by_side(pool: WorkerProcesses, cfg, project: Path, n: int) -> list:
+    """``n`` jobs of `normal_cache_use` at once, each on a process of its own."""
+    results: list = [None] * n
+
+    def play(w: int) -> None:
+        results[w] = pool.play(normal_cache_use, cfg, project, _spec("x", worker=w), threads=1)
+
+    threads = [threading.Thread(target=play, args=(w,)) for w in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return results
+
+
+def test_one_process_compiles_and_the_others_load(cfg, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cold"))  # (the processes' cache)
+    pool = WorkerProcesses(3, warm=compile_normal)
+    try:
+        results = _play_side_by_side(pool, cfg, tmp_path, 3)
+        lock_file = Path(pool._lock_file)
+    finally:
+        pool.close()
+    assert len({pid for pid, _, _ in results}) == 3
+    assert sorted((misses, hits) for _, misses, hits in results) == [(0, 1), (0, 1), (1, 0)]
+    assert not lock_file.exists()  # (removed by close)
+
+
+def test_a_process_killed_while_it_compiles_leaves_it_to_the_next(
+    cfg, tmp_path: Path, monkeypatch
+) -> None:
+    """The lock dies with the process that holds it: the next process compiles, not waits."""
+    flag = tmp_path / "hung"
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cold"))
+    monkeypatch.setenv(HANG_FLAG, str(flag))
+    pool = WorkerProcesses(2, warm=compile_normal_or_hang)
+    died: list[WorkerDiedError] = []
+
+    def hang() -> None:
+        try:
+            pool.play(normal_cache_use, cfg, tmp_path, _spec("h"), threads=1)
+        except WorkerDiedError as error:
+            died.append(error)
+
+    try:
+        hung = threading.Thread(target=hang)
+        hung.start()
+        deadline = time.monotonic() + 60
+        while not flag.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (victim,) = [w.process.pid for w in pool._all]
+        os.kill(victim, signal.SIGKILL)
+        hung.join(timeout=30)
+        assert died
+        (result,) = _play_side_by_side(pool, cfg, tmp_path, 1)
+    finally:
+        pool.close()
+    assert result is not None and result[0] != victim
+    assert result[1:] == (1, 0)  # it compiled: the killed process had not
+
+
+def test_the_warm_up_covers_what_selfplay_compiles() -> None:
+    check_the_warm_up_covers_selfplay([*OVERRIDES, "network.liberties=true"])
+
+
+def test_started_processes_warm_up_before_their_first_job(cfg, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cold"))
+    pool = WorkerProcesses(2, warm=compile_normal)
+    try:
+        pool.start(cfg)
+        started = {w.process.pid for w in pool._all}
+        lock_file = Path(pool._lock_file)
+        deadline = time.monotonic() + 60
+        while lock_file.read_bytes() != b"1" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        warmed = lock_file.read_bytes() == b"1"  # with no job sent yet
+        results = _play_side_by_side(pool, cfg, tmp_path, 2)
+    finally:
+        pool.close()
+    assert warmed and len(started) == 2
+    assert {pid for pid, _, _ in results} == started
+    assert sorted((misses, hits) for _, misses, hits in results) == [(0, 1), (1, 0)]
