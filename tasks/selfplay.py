@@ -292,7 +292,8 @@ def start_workers(cfg: Config) -> None:
     """Start the self-play worker processes of ``cfg`` now, if it plays in processes
     (`in_processes`): their numba compile then overlaps the run's start (`tasks.workers`)."""
     if in_processes(cfg):
-        worker_processes(cfg.selfplay.workers, compile_kernels).start(cfg)
+        pool = worker_processes(cfg.selfplay.workers, compile_kernels)
+        pool.start(cfg, torch_threads(cfg.selfplay.workers))
 
 
 def play_workers(cfg: Config, layout: RunLayout, specs: Sequence[WorkerSpec]) -> list[WorkerRecord]:

@@ -98,15 +98,17 @@ def _warm_once(lock: str, warm: Warm, cfg: Config) -> None:
 
 
 def _serve(conn: Connection, parent: int, lock: str, warm: Warm | None,
-           early: Config | None) -> None:  # fmt: skip
+           early: Config | None, threads: int) -> None:  # fmt: skip
     """A worker process's loop: play each job sent, report progress and the result. Before
     the first, ``warm(cfg)``, one process at a time until one has done it (`_warm_once`):
-    at once for ``early`` if given (an error then waits for the first job to retry it)."""
+    at once for ``early`` if given, with ``threads`` torch threads (an error then waits for
+    the first job to retry it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
     from model.evaluator import set_threads
 
     if warm is not None and early is not None:
+        set_threads(threads)
         try:
             _warm_once(lock, warm, early)
             warm = None
@@ -146,11 +148,12 @@ def _picklable(error: BaseException) -> BaseException:
 
 
 class _Worker:
-    def __init__(self, context: Any, lock: str, warm: Warm | None, early: Config | None) -> None:
+    def __init__(self, context: Any, lock: str, warm: Warm | None,
+                 early: Config | None = None, threads: int = 1) -> None:  # fmt: skip
         self.conn, child = context.Pipe()
         self.process = context.Process(
             target=_serve,
-            args=(child, os.getpid(), lock, warm, early),
+            args=(child, os.getpid(), lock, warm, early, threads),
             name="tabula-selfplay",
             daemon=True,
         )
@@ -192,7 +195,7 @@ class WorkerProcesses:
                 self._all.discard(worker)
                 worker.stop()
         try:
-            worker = _Worker(self._context, self._compile_lock(), self.warm, None)
+            worker = _Worker(self._context, self._compile_lock(), self.warm)
         except BaseException:
             with self._lock:
                 self._busy -= 1
@@ -201,13 +204,13 @@ class WorkerProcesses:
             self._all.add(worker)
         return worker
 
-    def start(self, cfg: Config) -> None:
-        """Start the pool's processes now, each warming up for ``cfg`` at once (module
-        docstring), rather than with its first job."""
+    def start(self, cfg: Config, threads: int) -> None:
+        """Start the pool's processes now, each warming up for ``cfg`` at once with ``threads``
+        torch threads (module docstring), rather than with its first job."""
         with self._lock:
             missing = self.size - len(self._all)
         for _ in range(missing):
-            worker = _Worker(self._context, self._compile_lock(), self.warm, cfg)
+            worker = _Worker(self._context, self._compile_lock(), self.warm, cfg, threads)
             with self._lock:
                 self._all.add(worker)
                 self._idle.append(worker)

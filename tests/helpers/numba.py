@@ -96,8 +96,13 @@ def compile_normal_or_hang(cfg: object) -> None:
 
 def normal_cache_use(cfg: object, project: Path, spec: object, progress: object = None) -> tuple:
     """A worker job: (this process's pid, how many signatures of `tabula.mcts.random.normal`
-    it compiled, how many it loaded from numba's cache)."""
+    it compiled, how many it loaded from numba's cache). It takes half a second, so that jobs
+    sent side by side run on processes of their own."""
+    import time
+
     from tabula.mcts.random import normal
+
+    time.sleep(0.5)
 
     stats = normal.stats
     return os.getpid(), len(stats.cache_misses), len(stats.cache_hits)

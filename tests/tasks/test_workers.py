@@ -20,7 +20,7 @@ from model.checkpoint import CheckpointError, save_checkpoint
 from model.network import make_network
 from tabula.config import load_config
 from tabula.plan import WorkerSpec
-from tasks.selfplay import WorkerProgress, in_processes, play_spec
+from tasks.selfplay import WorkerProgress, compile_kernels, in_processes, play_spec
 from tasks.workers import WorkerDiedError, WorkerProcesses
 from tests.helpers.numba import (
     HANG_FLAG,
@@ -52,7 +52,7 @@ def cfg():
 
 @pytest.fixture(scope="module")
 def pool():
-    workers = WorkerProcesses(2)
+    workers = WorkerProcesses(2, warm=compile_kernels)  # (as the pipeline's)
     yield workers
     workers.close()
 
@@ -237,7 +237,7 @@ def test_started_processes_warm_up_before_their_first_job(cfg, tmp_path: Path, m
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cold"))
     pool = WorkerProcesses(2, warm=compile_normal)
     try:
-        pool.start(cfg)
+        pool.start(cfg, threads=1)
         started = {w.process.pid for w in pool._all}
         lock_file = Path(pool._lock_file)
         deadline = time.monotonic() + 60
