@@ -274,6 +274,11 @@ CONFIGS = {
         "default with 3 ladder planes after the liberty planes (each side's stones a ladder"
         " captures, the side to move's moves that start one; KataGo's ladder inputs, Wu 2019)",
     ),
+    "gpool": _screening(
+        ("network.global_pooling=true",),
+        "default whose every second residual block adds a bias per channel from the mean and"
+        " max over the board of a quarter of its channels (KataGo's global pooling, Wu 2019)",
+    ),
     "grow": _screening(
         ("network.grow=[[60,6],[120,8]]",),
         "default whose 4 x 32 network grows to 6 blocks at iteration 60 and 8 at iteration 120,"

@@ -57,6 +57,9 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     ladders = _load("ladders")
     assert ladders.network.ladders and not baseline.network.ladders
     assert ladders.model_copy(update={"network": baseline.network}) == baseline
+    gpool = _load("gpool")
+    assert gpool.network.global_pooling and not baseline.network.global_pooling
+    assert gpool.model_copy(update={"network": baseline.network}) == baseline
     for name in (
         "tau0",
         "ktemp",
@@ -66,6 +69,7 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
         "reduced01",
         "reduced01f",
         "ladders",
+        "gpool",
     ):
         assert _load(name).pipeline.budget_overshoot == 0.03
         assert _load(name).pipeline.budget_shrink is None  # (frozen before it came)
