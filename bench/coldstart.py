@@ -53,19 +53,23 @@ QUICKSTART = ROOT / "configs" / "quickstart.yaml"
 CASES = ("each compiles", "compile once", "warm cache")
 
 
+def tabula_kernels() -> list[Any]:
+    """The numba dispatchers of the ``tabula`` modules this process has imported."""
+    import numba.core.registry as registry
+
+    return [value for name, module in list(sys.modules.items()) if name.startswith("tabula.")
+            for value in vars(module).values()
+            if isinstance(value, registry.CPUDispatcher)]  # fmt: skip
+
+
 def play_counted(cfg: Config, project: Path, spec: WorkerSpec, progress: Any = None) -> dict:
     """A worker job: `tasks.selfplay.run_worker` into ``project``, then this process's
     CPU-seconds since it started and how many kernel signatures it compiled rather than
     loaded from numba's cache."""
-    import numba.core.registry as registry
-
     from tasks.selfplay import run_worker
 
     result = run_worker(cfg, spec, project / spec.folder, progress)
-    kernels = [value for name, module in list(sys.modules.items()) if name.startswith("tabula.")
-               for value in vars(module).values()
-               if isinstance(value, registry.CPUDispatcher)]  # fmt: skip
-    misses = sum(len(kernel.stats.cache_misses) for kernel in kernels)
+    misses = sum(len(kernel.stats.cache_misses) for kernel in tabula_kernels())
     return {"cpu_s": time.process_time(), "compiled": misses, "positions": result.positions}
 
 

@@ -103,7 +103,6 @@ def normal_cache_use(cfg: object, project: Path, spec: object, progress: object 
     from tabula.mcts.random import normal
 
     time.sleep(0.5)
-
     stats = normal.stats
     return os.getpid(), len(stats.cache_misses), len(stats.cache_hits)
 
@@ -113,7 +112,7 @@ def check_the_warm_up_covers_selfplay(overrides: list[str]) -> None:
     a network of that config (its input planes too) compiles no kernel signature more."""
     out = _python(
         "import numpy as np\n"
-        "import numba.core.registry as reg, sys\n"
+        "from bench.coldstart import tabula_kernels\n"
         "from tabula.config import load_config\n"
         "from model.evaluator import Evaluator\n"
         "from model.network import network_for\n"
@@ -121,9 +120,7 @@ def check_the_warm_up_covers_selfplay(overrides: list[str]) -> None:
         "from tasks.selfplay import compile_kernels\n"
         f"cfg = load_config(None, {overrides!r})\n"
         "def signatures():\n"
-        "    return sum(len(v.signatures) for n, m in list(sys.modules.items())\n"
-        "               if n.startswith('tabula.') for v in vars(m).values()\n"
-        "               if isinstance(v, reg.CPUDispatcher))\n"
+        "    return sum(len(kernel.signatures) for kernel in tabula_kernels())\n"
         "compile_kernels(cfg)\n"
         "warm = signatures()\n"
         "evaluate = Evaluator(network_for(cfg, 1), device='cpu')\n"
