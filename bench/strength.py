@@ -199,7 +199,7 @@ def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, co
             state["failed"] = m.stderr_tail.splitlines()[-1] if m.stderr_tail else "failed"
         else:
             state["done"] = True
-    budget = read_budget(_layout(work, name))
+    budget = read_budget(run_layout(work, name))
     state["iterations"] = [
         {"iteration": s.iteration, "cpu_s": s.cpu_s, "wall_s": s.wall_s, "stages": s.stages}
         for s in budget.spent
@@ -228,12 +228,12 @@ def stage_split(state: dict) -> tuple[dict[str, float], float | None]:
 # -- rating the runs ---------------------------------------------------------------------------
 
 
-def _layout(work: Path, name: str) -> RunLayout:
+def run_layout(work: Path, name: str) -> RunLayout:
     """The run of config ``name`` in its benchmark folder ``work``."""
     return RunLayout(work / "project", "data", f"strength-{name}")
 
 
-def _rating_config(
+def rating_config(
     layout: RunLayout, name: str, simulations: int, changes: list[str] | None = None
 ) -> Config:
     """The config a run's checkpoints play with: the run's own, at ``simulations``, with
@@ -256,9 +256,9 @@ def head_to_head(
     players = {}
     for row in rows:
         name, i = row["config"], row["champion"]
-        layout = _layout(workdir / name, name)
+        layout = run_layout(workdir / name, name)
         if layout.params.exists() and layout.model(i).exists():
-            cfg = _rating_config(layout, name, args.simulations)
+            cfg = rating_config(layout, name, args.simulations)
             players[name] = (layout.model_id(i), _spec(layout, i, args), cfg)
     ready, pairs = list(players), []
     for k, first in enumerate(ready):
@@ -287,11 +287,11 @@ def search_pays(rows: list[dict[str, Any]], workdir: Path, args: argparse.Namesp
     changes = list(args.search_set or [])
     for row in rows:
         name, i = row["config"], row["champion"]
-        layout = _layout(workdir / name, name)
+        layout = run_layout(workdir / name, name)
         if not (layout.params.exists() and layout.model(i).exists()):
             continue
-        cfg = _rating_config(layout, name, args.simulations)
-        deep_cfg = _rating_config(layout, name, args.simulations, changes)
+        cfg = rating_config(layout, name, args.simulations)
+        deep_cfg = rating_config(layout, name, args.simulations, changes)
         deep = f"mcts:{layout.model(i)}@{args.deep_simulations}"
         label = "".join(f"-{re.sub(r'[^A-Za-z0-9._-]', '_', c)}" for c in changes)  # its own
         match = MatchSpec(
@@ -325,10 +325,10 @@ def rate_config(
 ) -> dict[str, Any]:
     """Ladder games of the run's champion and curve checkpoints (none when ``play`` is False
     or the run finished no iteration); summary of the run."""
-    layout = _layout(work, name)
+    layout = run_layout(work, name)
     done = [row["iteration"] for row in state["iterations"]]
     last = done[-1] if done else 0
-    cfg = _rating_config(layout, name, args.simulations)
+    cfg = rating_config(layout, name, args.simulations)
     store = work / "ladder"
     best = champion(layout)
     best_i = 0 if best is None else best.iteration
@@ -342,7 +342,7 @@ def rate_config(
         matches[i] = climb(player, spec, args.games, cfg, store, seed=i)
     deep = None
     if args.deep_simulations and args.deep_games and play and done:  # searching deeper
-        deep_cfg = _rating_config(layout, name, args.deep_simulations)
+        deep_cfg = rating_config(layout, name, args.deep_simulations)
         spec = f"mcts:{layout.model(best_i)}@{args.deep_simulations}"
         deep = {
             "simulations": args.deep_simulations,

@@ -8,28 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.strength import _layout, search_pays
+from bench.strength import search_pays
 from bench.strength_report import search_table
-from model.checkpoint import save_checkpoint
-from model.network import make_network
-from tabula.config import ConfigError, dump_config, load_config
-
-
-def _champion(workdir: Path, name: str, i: int) -> None:
-    """A finished run's folder as the benchmark leaves it: its params and champion."""
-    layout = _layout(workdir / name, name)
-    layout.root.mkdir(parents=True)
-    cfg = load_config(None, ["rules.board_size=5", "rules.komi=0.5", "search.algorithm=puct"])
-    layout.params.write_text(dump_config(cfg))
-    net = make_network(5, blocks=1, filters=8, seed=0, value_hidden=16)
-    layout.model(i).parent.mkdir(parents=True)
-    save_checkpoint(layout.model(i), net, {"model_id": layout.model_id(i)})
+from tabula.config import ConfigError
+from tests.helpers.runs import finished_run
 
 
 def test_the_deeper_side_is_the_champion_itself_and_a_resume_plays_nothing(
     tmp_path: Path, one_torch_thread: None
 ) -> None:
-    _champion(tmp_path, "baseline", 3)
+    finished_run(tmp_path, "baseline", 3)
     args = argparse.Namespace(simulations=2, deep_simulations=8, search_games=4, search_set=[])
     rows = [{"config": "baseline", "champion": 3}, {"config": "tau0", "champion": 0}]
     search_pays(rows, tmp_path, args)
@@ -50,7 +38,7 @@ def test_a_changed_setting_of_the_deeper_side_plays_a_match_of_its_own(
 ) -> None:
     """``--search-set`` changes the deeper side's search alone: a match of its own, beside the
     unchanged one; a setting that is not one fails before any game."""
-    _champion(tmp_path, "baseline", 3)
+    finished_run(tmp_path, "baseline", 3)
     plain = argparse.Namespace(simulations=2, deep_simulations=8, search_games=2, search_set=[])
     search_pays([{"config": "baseline", "champion": 3}], tmp_path, plain)
     changed = argparse.Namespace(**{**vars(plain), "search_set": ["search.c_puct=4.0"]})
