@@ -17,7 +17,9 @@ then refused.
 
 from __future__ import annotations
 
+import atexit
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ from tabula.errors import UsageError
 from tabula.go.coords import MAX_SIZE, MIN_SIZE
 from tasks.players import checkpoint_of
 from tasks.run.layout import RunLayout
+from tasks.scratch import scratch_prefix, sweep_orphans
 from tasks.tracking import TAG_RUN, resolve_model
 from tasks.versioning import SOURCE_DIR
 
@@ -74,7 +77,9 @@ def gtp_setup(
     tags: dict[str, str] = {}
 
     def resolve(uri: str) -> Path:
-        scratch = Path(tempfile.mkdtemp(prefix="tabula-model-"))
+        sweep_orphans("model")
+        scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix("model")))
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # (read at the start)
         path, found = resolve_model(uri, base.pipeline.mlflow_tracking_uri, home, scratch)
         tags.update(found)
         return path

@@ -50,7 +50,7 @@ from tasks.run.layout import RunLayout, reset_dir
 from tasks.run.markers import resumable
 from tasks.run.records import SelfplayRecord, Stage, WorkerRecord, WorkerResult
 from tasks.watch import reporting
-from tasks.workers import close_worker_processes, worker_processes
+from tasks.workers import close_worker_processes, scratch_prefix, worker_processes
 
 #: What a shard's ``pi`` column holds, by search algorithm (its metadata's "policy_target").
 POLICY_TARGETS = {"puct": "visits", "gumbel": "gumbel-improved-policy"}
@@ -284,7 +284,7 @@ def compile_kernels(cfg: Config) -> None:
         "search": cfg.search.model_copy(update={"simulations": 8}),
         "network": cfg.network.model_copy(update=small),
     })  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="tabula-warm-up-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix("warmup")) as scratch:
         run_worker(quick, WorkerSpec(0, 0, "random", 1, 0, "warm-up", None), Path(scratch))
 
 

@@ -21,7 +21,9 @@ compiles, filling numba's on-disk cache, and marks the file; the others wait for
 the mark and load the kernels from the cache side by side (a couple of seconds). A budgeted run
 counts CPU-seconds: the compile costs it one process's instead of one per worker
 (`python -m bench.coldstart`). The lock is the system's (``flock``), which lets go of it when
-its process dies: a worker killed while it compiles leaves the compiling to the next.
+its process dies: a worker killed while it compiles leaves the compiling to the next. A run
+killed with SIGKILL leaves its lock file (and a warm-up's scratch folder) in the temp folder;
+the next pool removes those of processes that are gone (`sweep_orphans`).
 `WorkerProcesses.start` starts the processes and their warm-up at once, so that a run's compile
 overlaps its start (the Prefect flow, the repository, the first network) instead of delaying
 its first self-play stage.
@@ -50,6 +52,7 @@ from typing import Any
 from tabula.config import Config
 from tabula.plan import WorkerSpec
 from tasks.run.records import WorkerResult
+from tasks.scratch import scratch_prefix, sweep_orphans
 
 #: How often a worker checks that the process that started it is still there.
 ORPHAN_CHECK_S = 0.5
@@ -218,7 +221,10 @@ class WorkerProcesses:
     def _compile_lock(self) -> str:
         with self._lock:
             if not self._lock_file:
-                fd, self._lock_file = tempfile.mkstemp(prefix="tabula-compile-", suffix=".lock")
+                sweep_orphans("compile")
+                sweep_orphans("warmup")
+                prefix = scratch_prefix("compile")
+                fd, self._lock_file = tempfile.mkstemp(prefix=prefix, suffix=".lock")
                 os.close(fd)
             return self._lock_file
 

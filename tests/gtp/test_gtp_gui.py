@@ -69,9 +69,12 @@ def responses(stdout: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_gui_plays_the_champion_from_the_environments_folder(checkout: Path) -> None:
+def test_a_gui_plays_the_champion_from_the_environments_folder(
+    checkout: Path, tmp_path: Path
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "PREFECT_"))}
     env["PYTHONPATH"] = str(checkout)  # the installed tabula's code is the checkout's
+    env["TMPDIR"] = str(tmp_path)  # (where the registry's model is fetched to)
     commands = "1 boardsize 19\n2 boardsize 9\n3 list_commands\n4 showboard\n5 genmove b\n"
     proc = subprocess.run(
         [str(TABULA), "gtp", "--model", MODEL], cwd=BIN, env=env, input=commands + "6 quit\n",
@@ -90,6 +93,7 @@ def test_a_gui_plays_the_champion_from_the_environments_folder(checkout: Path) -
     vertex = move.removeprefix("=5 ")
     assert vertex == "pass" or 0 <= coords.from_gtp(vertex, 9) < 81
     assert quit_ == "=6 "
+    assert not list(tmp_path.glob("tabula-model-*"))  # the fetched model's folder is gone
 
 
 def test_the_project_option_finds_the_store_and_the_run(checkout: Path, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -250,3 +251,31 @@ def test_started_processes_warm_up_before_their_first_job(cfg, tmp_path: Path, m
     assert warmed and len(started) == 2
     assert {pid for pid, _, _ in results} == started
     assert sorted((misses, hits) for _, misses, hits in results) == [(0, 1), (1, 0)]
+
+
+def test_a_new_pool_sweeps_the_scratch_that_killed_processes_left(tmp_path: Path, monkeypatch):
+    """A SIGKILL skips every cleanup: the next pool removes the lock files and warm-up folders
+    whose process is gone, and leaves those of live processes (and names not its own)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    orphans = [
+        tmp_path / f"tabula-compile-{gone.pid}-abc.lock",
+        tmp_path / f"tabula-warmup-{gone.pid}-x",
+    ]
+    orphans[0].write_bytes(b"")
+    (orphans[1] / "shards").mkdir(parents=True)
+    live = [
+        tmp_path / f"tabula-compile-{os.getpid()}-def.lock",
+        tmp_path / "tabula-compile-odd.lock",
+    ]
+    for path in live:
+        path.write_bytes(b"1")
+    pool = WorkerProcesses(1)
+    try:
+        mine = Path(pool._compile_lock())
+    finally:
+        pool.close()
+    assert not any(path.exists() for path in orphans)
+    assert all(path.exists() for path in live)
+    assert mine.parent == tmp_path and mine.name.startswith(f"tabula-compile-{os.getpid()}-")
