@@ -34,7 +34,7 @@ from tasks.promote import set_champion
 from tasks.run.budget import charge, measured_as, metered, read_budget, spent_on
 from tasks.run.cputime import process_tree_cpu_seconds
 from tasks.run.layout import RunLayout, RunLock
-from tasks.run.markers import champion, finished
+from tasks.run.markers import champion, finished, finished_iterations
 from tasks.run.records import (
     EvaluationRecord,
     PromotionRecord,
@@ -99,6 +99,20 @@ def pipeline(
         tracking.fail(track, error, and_running=True)
         raise
     return _close(track, layout, rows)
+
+
+def _plays(
+    cfg: Config,
+    layout: RunLayout,
+    iterations: int | None,
+    core_hours: float | None,
+    hours: float | None,
+    cpu_start: float,
+) -> bool:
+    """Whether the run's next unfinished iteration runs (`pipeline`'s test): a run with none
+    left starts no self-play worker."""
+    meter = metered(layout, core_hours, hours, cpu_start)
+    return upcoming(cfg, layout, meter, finished_iterations(layout) + 1, iterations).go
 
 
 def _let_close(closes: Beside) -> None:
@@ -221,7 +235,7 @@ def run_pipeline(
             tracking.mark_killed(cfg, layout)
         core_hours, hours = given_limits(cfg, layout, iterations, core_hours, hours)
         n = asked_iterations(cfg, layout, iterations, core_hours, hours)
-        if not dask_address:
+        if not dask_address and _plays(cfg, layout, n, core_hours, hours, cpu_start):
             start_workers(cfg)  # (they compile while the flow starts)
         with prefect_api(cfg.pipeline.prefect_api_url):
             rows = pipeline(

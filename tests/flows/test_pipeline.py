@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.pipeline import closed_row, run_pipeline
+from flows.pipeline import _plays, closed_row, run_pipeline
 from tabula.config import config_to_flat_dict, parse_config
 from tasks import tracking, versioning
 from tasks.run.layout import RunLayout, RunLock, RunLockedError
@@ -112,6 +112,9 @@ def test_rerun_finds_finished_work(two_iterations):
     cfg, project, rows = two_iterations
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
     before = {p: p.stat().st_mtime_ns for p in layout.root.rglob("*.parquet")}
+    # Self-play's worker processes start with a run that plays, not with a finished one.
+    assert not _plays(cfg, layout, 2, None, None, 0.0)
+    assert _plays(cfg, layout, 3, None, None, 0.0)
     flows = [_flow_runs(f"{layout.run}-iter-{i}") for i in (1, 2)]
     again = run_pipeline(cfg, project, iterations=2)
     assert [repr(r) for r in again] == [repr(r) for r in rows]  # (repr: nan == nan)
