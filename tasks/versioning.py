@@ -274,6 +274,8 @@ def restore_interrupted_commits(run_dir: Path) -> list[Path]:
     was first, and a stage whose commit was interrupted has no marker yet, so the resume
     commits it again over the restored lock. Call it with the run's lock held, before anything
     reads the run's DVC records."""
+    for kept in run_dir.glob("iter-*/.dvc.lock.before.*.tmp"):  # a kill while the lock was
+        kept.unlink(missing_ok=True)  # being kept (`write_bytes`): its commit had not begun
     restored = []
     for before in sorted(run_dir.glob("iter-*/dvc.lock.before")):
         lock = before.with_name("dvc.lock")

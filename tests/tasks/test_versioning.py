@@ -156,6 +156,19 @@ def test_a_lock_torn_by_a_killed_commit_is_restored_and_the_commit_redone(tmp_pa
     assert versioning.restore_interrupted_commits(project / "data" / "run") == []
 
 
+def test_a_commit_killed_while_it_kept_the_lock_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """A kill while `commit_stage` writes ``dvc.lock.before`` (a temporary file, then a rename)
+    leaves the temporary file and the lock untouched: the resume removes the one, keeps the
+    other."""
+    project, folder = _run_with_two_stages(tmp_path)
+    lock = folder / "dvc.lock"
+    whole = lock.read_bytes()
+    kept = folder / ".dvc.lock.before.k1ll3d.tmp"
+    kept.write_bytes(whole[:10])
+    assert versioning.restore_interrupted_commits(project / "data" / "run") == []
+    assert not kept.exists() and lock.read_bytes() == whole
+
+
 def test_a_first_commit_killed_mid_write_leaves_no_lock_to_trip_on(tmp_path: Path) -> None:
     project, folder = _run_with_two_stages(tmp_path)
     lock = folder / "dvc.lock"
