@@ -13,11 +13,12 @@ games: the same seeded openings, colours swapped in pairs, the same match seed
 (`bench.strength_games`'s protocol), so game k of two variants differs only by the search.
 
 Per variant: the win rate with its 95% Wilson interval, the mean margin, our side's CPU-seconds
-a game (this process's, over the games it played in this invocation; GnuGo's run in its own
-processes), and against ``default`` game by game: the games the variant won that ``default``
-lost and the reverse, with the sign test's two-sided p-value over those discordant games. Games
-go to a results store under the run's benchmark folder, so a killed run resumes. Prints a
-table, writes the same as JSON with the commit, the machine and the others' share of it.
+a game (this process's, over the games it played in this invocation, numba's compile done
+before the first; GnuGo's run in its own processes), and against ``default`` game by game:
+the games the variant won that ``default`` lost and the reverse, with the sign test's
+two-sided p-value over those discordant games. Games go to a results store under the run's
+benchmark folder, so a killed run resumes. Prints a table, writes the same as JSON with the
+commit, the machine and the others' share of it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from tabula.ladder import gnugo_spec
 from tasks.match import MatchSpec
 from tasks.run.markers import champion
 from tasks.run.results import load_results
+from tasks.selfplay import compile_kernels
 
 DEFAULT = "default"
 
@@ -181,6 +183,9 @@ def main() -> None:
     console = Console(width=120)
     start, began = Snapshot.now(), time.perf_counter()
     own_start = time.process_time()
+    layout = run_layout(args.workdir / args.config, args.config)
+    for _, changes in args.variants:  # numba's compile, so that no variant's cost counts it
+        compile_kernels(rating_config(layout, args.config, args.simulations, changes))
     records = []
     for label, changes in args.variants:
         console.print(f"{label}: {args.games} games")
