@@ -79,7 +79,7 @@ def gtp_setup(
     def resolve(uri: str) -> Path:
         sweep_orphans("model")
         scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix("model")))
-        atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # (read at the start)
+        atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # when the engine exits
         path, found = resolve_model(uri, base.pipeline.mlflow_tracking_uri, home, scratch)
         tags.update(found)
         return path

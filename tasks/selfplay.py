@@ -49,8 +49,9 @@ from tasks.retry import IO_RETRIES
 from tasks.run.layout import RunLayout, reset_dir
 from tasks.run.markers import resumable
 from tasks.run.records import SelfplayRecord, Stage, WorkerRecord, WorkerResult
+from tasks.scratch import scratch_prefix
 from tasks.watch import reporting
-from tasks.workers import close_worker_processes, scratch_prefix, worker_processes
+from tasks.workers import close_worker_processes, worker_processes
 
 #: What a shard's ``pi`` column holds, by search algorithm (its metadata's "policy_target").
 POLICY_TARGETS = {"puct": "visits", "gumbel": "gumbel-improved-policy"}
