@@ -35,7 +35,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.ladder import side_summary
+from bench.ladder import game_points, side_summary
 from bench.provenance import Sharing, Snapshot, commit, machine
 from bench.strength import ROOT, rating_config, run_layout
 from bench.strength_games import play_match
@@ -72,20 +72,13 @@ def sign_test(wins: int, losses: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def _won(row: dict, player: str) -> float | None:
-    if row["winner"] is None:
-        return None
-    side = 1 if row["black"] == player else -1
-    return 0.5 if row["winner"] == 0 else float(row["winner"] == side)
-
-
 def discordant(base: list[dict], rows: list[dict], player: str) -> dict[str, Any]:
     """Game by game against ``base`` (same game numbers): the games won here and lost there,
     the reverse, and the sign test's p-value."""
-    before = {r["game"]: _won(r, player) for r in base}
+    before = {r["game"]: game_points(r, player) for r in base}
     better = worse = 0
     for r in rows:
-        now, then = _won(r, player), before.get(r["game"])
+        now, then = game_points(r, player), before.get(r["game"])
         if now is None or then is None or now == then:
             continue
         better, worse = better + (now > then), worse + (now < then)
@@ -94,9 +87,7 @@ def discordant(base: list[dict], rows: list[dict], player: str) -> dict[str, Any
 
 def play_variant(args: argparse.Namespace, label: str, changes: list[str]) -> dict[str, Any]:
     """The variant's games (those the store lacks are played now) and its record."""
-    layout = run_layout(args.workdir / args.config, args.config)
-    base_cfg = rating_config(layout, args.config, args.simulations)
-    cfg = rating_config(layout, args.config, args.simulations, changes)
+    layout, base_cfg, cfg = args.layout, args.cfgs[DEFAULT], args.cfgs[label]
     model_id = layout.model_id(args.iteration)
     store = args.workdir / args.config / "eval-search"
     match = MatchSpec(
@@ -162,12 +153,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--games and --simulations must be >= 1, --level 1..10")
     if len({label for label, _ in args.variants}) < len(args.variants):
         parser.error("--variant: each LABEL once")
-    layout = run_layout(args.workdir / args.config, args.config)
+    layout = args.layout = run_layout(args.workdir / args.config, args.config)
     if not layout.params.exists():
         parser.error(f"no run of {args.config!r} under {args.workdir} (no {layout.params})")
+    args.cfgs = {}
     for label, changes in args.variants:
         try:
-            rating_config(layout, args.config, args.simulations, changes)
+            args.cfgs[label] = rating_config(layout, args.config, args.simulations, changes)
         except TabulaError as e:
             parser.error(f"--variant {label}: {first_line(e)}")
     if args.iteration is None:
@@ -183,9 +175,8 @@ def main() -> None:
     console = Console(width=120)
     start, began = Snapshot.now(), time.perf_counter()
     own_start = time.process_time()
-    layout = run_layout(args.workdir / args.config, args.config)
-    for _, changes in args.variants:  # numba's compile, so that no variant's cost counts it
-        compile_kernels(rating_config(layout, args.config, args.simulations, changes))
+    for cfg in args.cfgs.values():  # numba's compile, so that no variant's cost counts it
+        compile_kernels(cfg)
     records = []
     for label, changes in args.variants:
         console.print(f"{label}: {args.games} games")

@@ -85,13 +85,23 @@ def elo_gap(score: float | None) -> float | None:
     return 400.0 * math.log10(score / (1.0 - score))
 
 
+def _side(row: dict, player: str) -> int:
+    return 1 if row["black"] == player else -1
+
+
+def game_points(row: dict, player: str) -> float | None:
+    """``player``'s points from one store row: 1 a win, 0.5 a draw, 0 a loss, None no result."""
+    if row["winner"] is None:
+        return None
+    return 0.5 if row["winner"] == 0 else float(row["winner"] == _side(row, player))
+
+
 def side_summary(rows: list[dict], player: str) -> dict:
     """``player``'s record in store rows of its games: win rate (draws half) with its 95%
     Wilson interval over decided games, aborts, and the mean margin over scored games."""
     decided = [r for r in rows if r["winner"] is not None]
-    side = {id(r): 1 if r["black"] == player else -1 for r in rows}
-    points = sum(0.5 if r["winner"] == 0 else float(r["winner"] == side[id(r)]) for r in decided)
-    margins = [r["score"] * side[id(r)] for r in rows if r["score"] is not None]
+    points = sum(game_points(r, player) or 0.0 for r in decided)
+    margins = [r["score"] * _side(r, player) for r in rows if r["score"] is not None]
     low, high = win_rate_interval(points, len(decided)) if decided else (0.0, 1.0)
     return {
         "games": len(rows),
