@@ -37,7 +37,7 @@ from tasks.run.layout import RunLayout
 from tasks.run.markers import finished, resumable
 from tasks.run.records import EvaluationRecord, PromotionRecord, SelfplayRecord, Stage, TrainRecord
 from tasks.run.summary import SummaryRow, summary_row
-from tasks.selfplay import calibrate, play_workers
+from tasks.selfplay import calibrate, games_began, play_workers
 from tasks.stage_files import write_iteration_stages
 from tasks.tracking import Tracking
 from tasks.train import train, window_hashes
@@ -57,11 +57,14 @@ def run_selfplay(
     cfg: Config, layout: RunLayout, plan: IterationPlan, track: Tracking, laps: Laps
 ) -> SelfplayRecord:
     """Play iteration ``plan.iteration``'s games as its worker specs say, once the champion's
-    checkpoint is found to hold the weights recorded for it (`tasks.promote.check_model`)."""
+    checkpoint is found to hold the weights recorded for it (`tasks.promote.check_model`), or
+    wait for those the pipeline started before the flow run (`tasks.selfplay.play_ahead`):
+    the self-play lap then begins when they did."""
     i = plan.iteration
+    began = games_began(cfg, layout, i)  # (started before the flow run: `play_ahead`)
     check_model(layout, plan.best)
     beside(layout.root).release()  # the previous iteration's close, beside the games
-    with laps.lap(Stage.SELFPLAY.value):  # the games; what follows records them
+    with laps.lap(Stage.SELFPLAY.value, since=began):  # the games; what follows records them
         records = play_workers(cfg, layout, plan.workers)
     hashes = _commit(layout, i, Stage.SELFPLAY)
     v_resign = plan.workers[0].v_resign if plan.workers else None

@@ -24,15 +24,16 @@ from flows.api import prefect_api, require_api_for, start_server_for
 from flows.beside import Beside, beside
 from flows.iteration import close, iteration
 from tabula.config import Config, parse_config
-from tabula.plan import derive_seed
+from tabula.plan import NextIteration, derive_seed
 from tasks import tracking, versioning
 from tasks.commits import dvc_commit
 from tasks.frozen_config import freeze_config
 from tasks.interrupts import raise_if_interrupted
-from tasks.planning import asked_iterations, given_limits, init_model, upcoming
-from tasks.promote import set_champion
+from tasks.planning import asked_iterations, given_limits, init_model, plan, upcoming
+from tasks.promote import check_model, set_champion
 from tasks.run.budget import charge, measured_as, metered, read_budget, spent_on
 from tasks.run.cputime import process_tree_cpu_seconds
+from tasks.run.faults import kill_point
 from tasks.run.layout import RunLayout, RunLock
 from tasks.run.markers import champion, finished, finished_iterations
 from tasks.run.records import (
@@ -43,7 +44,7 @@ from tasks.run.records import (
     TrainRecord,
 )
 from tasks.run.summary import SummaryRow, run_elos, summary_row, with_final_ratings
-from tasks.selfplay import start_workers
+from tasks.selfplay import play_ahead, start_workers
 from tasks.stage_files import write_init_stage
 from tasks.versioning import code_commit, ensure_repo
 from tasks.workers import stopping_worker_processes
@@ -87,10 +88,12 @@ def pipeline(
                 break  # the iterations asked for are done, or the budget is spent
             row = closed_row(layout, i)
             if row is None:
+                if not dask_address:
+                    games_ahead(cfg, layout, i, planned)
+                settle_heap()  # (beside the games)
                 closing = one(config_yaml, project, run, i, track, tags, planned)
                 closes.start(f"close-{i}", close, cfg, layout, closing)  # beside the next
                 raise_if_interrupted()  # a Ctrl-C the iteration flow's engine dropped
-                settle_heap()
                 row = charge(layout, meter, closing.row)
             rows.append(row)
         closes.wait()
@@ -99,6 +102,18 @@ def pipeline(
         tracking.fail(track, error, and_running=True)
         raise
     return _close(track, layout, rows)
+
+
+def games_ahead(cfg: Config, layout: RunLayout, i: int, planned: NextIteration) -> None:
+    """Start iteration ``i``'s self-play games before its flow run does
+    (`tasks.selfplay.play_ahead`), from its plan (`tasks.planning.plan`, written once: the
+    flow finds it) once the champion they play is checked (`tasks.promote.check_model`), so
+    that the flow runs' end and start run beside the games. A kill from here on is one during
+    self-play: the resume plans nothing new and plays the same games again."""
+    made = plan.fn(cfg, layout, i, planned)
+    check_model(layout, made.best)
+    play_ahead(cfg, layout, made)
+    kill_point("ahead")
 
 
 def _plays(

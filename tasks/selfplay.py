@@ -41,13 +41,14 @@ from model.shards import ShardRecords, write_shard
 from tabula.config import Config
 from tabula.errors import UsageError
 from tabula.features import NUM_PLANES
-from tabula.plan import WorkerSpec, torch_threads, with_v_resign
+from tabula.plan import IterationPlan, WorkerSpec, torch_threads, with_v_resign
 from tabula.resign import ResignTrace, calibrate_samples
 from tabula.selfplay import GameRecord, SelfPlayParams, SelfPlayStats, play_games
 from tabula.sgf import SgfGame, game_to_sgf, result_string
 from tasks.retry import IO_RETRIES
+from tasks.run.cputime import Mark
 from tasks.run.layout import RunLayout, reset_dir
-from tasks.run.markers import resumable
+from tasks.run.markers import finished, resumable
 from tasks.run.records import SelfplayRecord, Stage, WorkerRecord, WorkerResult
 from tasks.scratch import scratch_prefix
 from tasks.watch import reporting
@@ -247,20 +248,20 @@ def play_spec(
 def selfplay_worker(cfg: Config, layout: RunLayout, spec: WorkerSpec) -> WorkerRecord:
     """Play one worker's games into its folder (or find them played): `play_spec`."""
     out = layout.project / spec.folder
-    reset_dir(out)  # a killed worker's shards are replaced, never appended to
-    started = time.perf_counter()
+    started = time.monotonic()
     threads = torch_threads(cfg.selfplay.workers)
-    show = reporting(Stage.SELFPLAY, f"iter {spec.iteration} self-play w{spec.worker} (games)")
-
-    def progress(p: WorkerProgress) -> None:
-        show(p.games, p.games_total)
-
     if in_processes(cfg):
         pool = worker_processes(cfg.selfplay.workers, compile_kernels)
-        result = pool.play(play_spec, cfg, layout.project, spec, threads, progress)
+        ahead = pool.adopt(layout.project, spec)  # (`play_ahead`)
+        if ahead is not None:
+            started, result = ahead.began.wall_s, ahead.result()
+        else:
+            reset_dir(out)  # a killed worker's shards are replaced, never appended to
+            result = pool.play(play_spec, cfg, layout.project, spec, threads, _progress(spec))
     else:
+        reset_dir(out)
         set_threads(threads)
-        result = play_spec(cfg, layout.project, spec, progress=progress)
+        result = play_spec(cfg, layout.project, spec, progress=_progress(spec))
     relative = dataclasses.replace(
         result,
         shards=[Path(layout.rel(p)) for p in result.shards],
@@ -269,10 +270,50 @@ def selfplay_worker(cfg: Config, layout: RunLayout, spec: WorkerSpec) -> WorkerR
     # Where it ran: a Dask worker's process on a cluster, the flow's own process locally.
     return WorkerRecord(
         worker=relative,
-        seconds=time.perf_counter() - started,
+        seconds=time.monotonic() - started,
         host=socket.gethostname(),
         pid=os.getpid(),
     )
+
+
+def _progress(spec: WorkerSpec) -> Callable[[WorkerProgress], None]:
+    """A worker's progress callback: its bar (`tasks.watch.reporting`), one game at a time."""
+    show = reporting(Stage.SELFPLAY, f"iter {spec.iteration} self-play w{spec.worker} (games)")
+
+    def progress(p: WorkerProgress) -> None:
+        show(p.games, p.games_total)
+
+    return progress
+
+
+def play_ahead(cfg: Config, layout: RunLayout, plan: IterationPlan) -> None:
+    """Start iteration ``plan.iteration``'s self-play games now, before its flow run starts:
+    each worker whose games are not played yet (no marker) begins them on its process
+    (`tasks.workers.WorkerProcesses.submit`), its folder reset first, and the flow's task for
+    that worker (`selfplay_worker`) takes the job over instead of starting one. So the work
+    between two iterations' games (the flow runs' end and start, the plan, the MLflow run)
+    runs beside the games, not before them. Only where the workers are processes of this
+    run's own (`in_processes`): threads would take turns with that work at the interpreter's
+    lock. The games are those the task would play, byte for byte; a kill while they run is
+    one during self-play (`flows.pipeline`)."""
+    if not in_processes(cfg):
+        return
+    pool = worker_processes(cfg.selfplay.workers, compile_kernels)
+    threads = torch_threads(cfg.selfplay.workers)
+    for spec in plan.workers:
+        if finished(layout, spec.iteration, Stage.SELFPLAY, WorkerRecord, spec.worker):
+            continue
+        reset_dir(layout.project / spec.folder)
+        pool.submit(play_spec, cfg, layout.project, spec, threads, _progress(spec))
+
+
+def games_began(cfg: Config, layout: RunLayout, iteration: int) -> Mark | None:
+    """When `play_ahead` started ``iteration``'s games, while a worker's are still to be taken
+    over; None when it did not (`tasks.run.cputime.Laps.lap`'s ``since``)."""
+    if not in_processes(cfg):
+        return None
+    pool = worker_processes(cfg.selfplay.workers, compile_kernels)
+    return pool.started(layout.project, iteration)
 
 
 def compile_kernels(cfg: Config) -> None:

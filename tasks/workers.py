@@ -51,6 +51,7 @@ from typing import Any
 
 from tabula.config import Config
 from tabula.plan import WorkerSpec
+from tasks.run.cputime import Mark
 from tasks.run.records import WorkerResult
 from tasks.scratch import scratch_prefix, sweep_orphans
 
@@ -185,6 +186,7 @@ class WorkerProcesses:
         self._all: set[_Worker] = set()
         self._busy = 0
         self._lock = threading.Lock()
+        self._ahead: dict[tuple[Path, int, int], Running] = {}  # (`submit`)
 
     def _take(self) -> _Worker:
         with self._lock:
@@ -273,6 +275,40 @@ class WorkerProcesses:
                 worker.stop()
             self._give_back(worker, keep=kept is not None)
 
+    def submit(
+        self,
+        play: Play,
+        cfg: Config,
+        project: Path,
+        spec: WorkerSpec,
+        threads: int,
+        progress: Callable[[Any], None] | None = None,
+    ) -> None:
+        """Start `play`'s job now and return: a thread of this process waits for it, and
+        `adopt` hands it to whoever then needs its result (the games of an iteration started
+        before its flow run: `tasks.selfplay.play_ahead`)."""
+        running = Running(self, (play, cfg, project, spec, threads, progress))
+        with self._lock:
+            self._ahead[(Path(project), spec.iteration, spec.worker)] = running
+
+    def adopt(self, project: Path, spec: WorkerSpec) -> Running | None:
+        """The job `submit` started for ``spec`` of ``project``, taken from the pool, or None.
+        A job started for another spec of the same worker is waited for and dropped."""
+        with self._lock:
+            running = self._ahead.pop((Path(project), spec.iteration, spec.worker), None)
+        if running is not None and running.spec != spec:
+            running.wait()
+            return None
+        return running
+
+    def started(self, project: Path, iteration: int) -> Mark | None:
+        """When the first job `submit` started for ``iteration`` of ``project`` and not yet
+        adopted began; None when there is none."""
+        key = (Path(project), iteration)
+        with self._lock:
+            marks = [r.began for (p, i, _), r in self._ahead.items() if (p, i) == key]
+        return min(marks, key=lambda m: m.wall_s, default=None)
+
     def close(self) -> None:
         """Stop every worker: an idle one when it has read its last job, a busy one at once
         (its caller raises `WorkerDiedError`): a run that stops leaves no game playing."""
@@ -293,6 +329,40 @@ class WorkerProcesses:
             lock_file, self._lock_file = self._lock_file, ""
         if lock_file:
             Path(lock_file).unlink(missing_ok=True)
+
+
+class Running:
+    """A job started by `WorkerProcesses.submit`: a thread of this process plays it on a worker
+    process (`WorkerProcesses.play`) and keeps its result or error for `result`."""
+
+    def __init__(self, pool: WorkerProcesses, job: tuple) -> None:
+        self.spec: WorkerSpec = job[3]
+        self.began = Mark.now()
+        self._done = threading.Event()
+        self._result: WorkerResult | None = None
+        self._error: BaseException | None = None
+        name = f"selfplay-i{self.spec.iteration}-w{self.spec.worker}"
+        self._thread = threading.Thread(target=self._run, args=(pool, job), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, pool: WorkerProcesses, job: tuple) -> None:
+        try:
+            self._result = pool.play(*job)
+        except BaseException as error:  # (raised by `result`)
+            self._error = error
+        finally:
+            self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+
+    def result(self) -> WorkerResult:
+        """The job's result once it has ended, or its error raised here."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
 
 
 _pool: WorkerProcesses | None = None

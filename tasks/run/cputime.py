@@ -90,6 +90,19 @@ def process_tree_cpu_seconds() -> float:
     return total
 
 
+@dataclass(frozen=True)
+class Mark:
+    """A moment of this process tree: its CPU-seconds so far (`process_tree_cpu_seconds`) and
+    the monotonic clock."""
+
+    cpu_s: float
+    wall_s: float
+
+    @classmethod
+    def now(cls) -> Mark:
+        return cls(process_tree_cpu_seconds(), time.monotonic())
+
+
 @dataclass
 class Meter:
     """What the run has spent: ``base`` (what its earlier processes spent, None for none) plus
@@ -202,9 +215,18 @@ class Laps:
             self.gpu_readings.setdefault(name, []).extend(self.gpu.take())
 
     @contextmanager
-    def lap(self, name: str) -> Iterator[None]:
-        """Charge what the block spends to ``name`` (what was spent before it to ``rest``)."""
-        self._charge(self.rest)
+    def lap(self, name: str, since: Mark | None = None) -> Iterator[None]:
+        """Charge what the block spends to ``name`` (what was spent before it to ``rest``).
+
+        since: where the block's work began, when it began before the laps did (self-play's
+        games, started before the iteration's flow run: `tasks.selfplay.play_ahead`). The
+        first lap then takes everything from that mark on, the bookkeeping that ran beside
+        its work included, so that the laps still split the time between them once; a later
+        lap, or a mark after the laps began, ignores it."""
+        if since is not None and not self.laps and since.wall_s <= self.last_wall:
+            self.last, self.last_wall = since.cpu_s, since.wall_s
+        else:
+            self._charge(self.rest)
         try:
             yield
         finally:

@@ -7,7 +7,8 @@ reached after a stage's work and before its marker, and inside the long stages a
 report (a self-play game, a training step, a gate or anchor game); ``dvc`` after a DVC commit,
 before the stage that made it is marked; ``lineage`` before an iteration's files are
 committed to the run branch; ``completed`` once an iteration's flow run is Completed, before
-Prefect's engine has closed it; ``push`` in ``tabula push``, after each iteration's data is in the
+Prefect's engine has closed it; ``ahead`` once an iteration's games have begun before its flow run
+(`flows.pipeline.games_ahead`); ``push`` in ``tabula push``, after each iteration's data is in the
 DVC remote (the git refs go last). ``TABULA_KILL_SIGNAL=INT`` sends the process group a SIGINT there
 instead, as Ctrl-C in a terminal does (the Ctrl-C tests). Never set them outside tests.
 """

@@ -85,3 +85,20 @@ def test_a_kill_in_an_iteration_close_beside_the_next_resumes_to_the_same_run(
     )
     tags = listed.stdout.split()
     assert tags == [f"tabula/{runs.RUN}/iter-{i:04d}" for i in (1, 2)]
+
+
+def test_a_kill_while_the_games_run_ahead_of_their_flow_resumes_to_the_same_run(
+    prefect_server, uninterrupted, project
+):
+    """Iteration 2's games begin before its flow run does (`tasks.selfplay.play_ahead`, in
+    worker processes), while iteration 1's close waits to begin beside them; killed there, the
+    run resumes to an uninterrupted run's data, weights and decisions."""
+    layout = RunLayout(project, "data", runs.RUN)
+    extra = ["selfplay.processes=true"]
+    killed = runs.start(project, 2, prefect_server, kill_at="ahead:2", extra=extra)
+    assert runs.killed_itself(killed, limit=300)
+    assert layout.marker(2, "plan").exists() and not layout.stage_file(2).exists()
+    assert layout.marker(1, "evaluate").exists() and not layout.marker(1, "promote").exists()
+    runs.run(project, 2, prefect_server, extra=extra)
+    assert runs.outcome(project) == runs.outcome(uninterrupted)
+    runs.check_clean(project)

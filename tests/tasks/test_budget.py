@@ -15,7 +15,7 @@ import pytest
 from tabula.config import load_config
 from tabula.plan import RunState, Spend, next_iteration, spent_fraction
 from tasks.run.budget import read_budget, record_iteration, set_limits
-from tasks.run.cputime import Laps, Meter, process_tree_cpu_seconds, stage_metrics
+from tasks.run.cputime import Laps, Mark, Meter, process_tree_cpu_seconds, stage_metrics
 from tasks.run.layout import RunLayout
 from tasks.run.records import Budget, Spent
 
@@ -137,6 +137,25 @@ def test_the_meter_and_the_laps_count_this_process_cpu():
     assert metrics["busy/rest"] < 0.2 and 0 < metrics["busy/iteration"] < metrics["busy/work"]
     assert 0.15 <= meter.cpu() <= 1.5 and meter.wall() >= 0.4
     assert process_tree_cpu_seconds() >= meter.cpu()
+
+
+def test_a_lap_begun_before_the_laps_takes_everything_from_its_mark():
+    began = Mark.now()
+    _busy(0.2)  # the work begun before the laps (games started ahead of the flow)
+    laps = Laps("rest")
+    _busy(0.1)  # bookkeeping beside it
+    with laps.lap("work", since=began):
+        _busy(0.1)
+    with laps.lap("more", since=began):  # only the first lap goes back to its mark
+        _busy(0.1)
+    split, walls = laps.totals(), laps.walls()
+    assert 0.35 <= split["work"] <= 1.5 and split["rest"] < 0.05
+    assert 0.08 <= split["more"] <= 0.5
+    assert walls["work"] >= 0.4 and walls["more"] < walls["work"]
+    late = Laps("rest")
+    with late.lap("work", since=Mark.now()):  # a mark after the laps began: no head start
+        _busy(0.1)
+    assert set(late.totals()) == {"rest", "work"}
 
 
 def test_the_next_iteration_cost_is_the_last_plus_the_trend():

@@ -95,6 +95,46 @@ def test_a_worker_process_is_kept_for_the_next_job(cfg, pool, tmp_path: Path) ->
     assert {w.process.pid for w in pool._idle} == pids
 
 
+def test_a_job_submitted_ahead_is_adopted_with_the_bytes_a_thread_writes(
+    cfg, pool, tmp_path: Path
+) -> None:
+    seen: list[WorkerProgress] = []
+    before = time.monotonic()
+    pool.submit(play_spec, cfg, tmp_path, _spec("p", worker=1), 1, seen.append)
+    began = pool.started(tmp_path, 3)
+    assert began is not None and began.wall_s >= before
+    assert pool.started(tmp_path, 4) is None  # another iteration: none
+    assert pool.adopt(tmp_path, _spec("p", worker=0)) is None  # another worker: none
+    running = pool.adopt(tmp_path, _spec("p", worker=1))
+    assert running is not None and pool.adopt(tmp_path, _spec("p", worker=1)) is None
+    assert pool.started(tmp_path, 3) is None  # adopted
+    result = running.result()
+    play_spec(cfg, tmp_path, _spec("t", worker=1))
+    assert _digest(tmp_path / "p") == _digest(tmp_path / "t")
+    assert [p.games for p in seen] == [1, 2, 3, 4] and result.games == 4
+
+
+def test_a_job_submitted_for_another_spec_is_waited_for_and_dropped(
+    cfg, pool, tmp_path: Path
+) -> None:
+    pool.submit(play_spec, cfg, tmp_path, _spec("old", games=2), 1)
+    assert pool.adopt(tmp_path, _spec("new", games=2)) is None
+    assert len(_digest(tmp_path / "old")) >= 1  # it ended before the adoption returned
+    pool.play(play_spec, cfg, tmp_path, _spec("next", games=1), threads=1)  # its process is free
+
+
+def test_an_error_of_a_job_submitted_ahead_is_raised_by_its_result(
+    cfg, pool, tmp_path: Path
+) -> None:
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    spec = WorkerSpec(1, 0, "bad.pt", 2, 5, "out", None)
+    pool.submit(play_spec, cfg, tmp_path, spec, 1)
+    running = pool.adopt(tmp_path, spec)
+    assert running is not None
+    with pytest.raises(CheckpointError):
+        running.result()
+
+
 def test_an_error_in_the_job_is_raised_in_the_caller(cfg, pool, tmp_path: Path) -> None:
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     spec = WorkerSpec(1, 0, "bad.pt", 2, 5, "out", None)
