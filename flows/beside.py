@@ -5,10 +5,11 @@ An iteration's close (`flows.iteration.close`: its model's registration, its pro
 its DVC push, its lineage commit and summary) needs nothing the next iteration makes, and the
 next iteration needs nothing of it but the champion, which the iteration crowns before it
 returns. So the pipeline hands the close over (`Beside.start`) and goes on. The close begins
-when the next iteration's games do (`Beside.release`): until then this process's one thread of
-Python (the flow runs' start and end, the plan) is the work in the way, and a close beside it
-would only take turns with it for the interpreter; while the games run in worker processes,
-the flow's thread just waits. The next iteration's first DVC commit waits for the close
+when the next iteration's flow reaches its games (`Beside.release`; in worker processes they
+began before the flow run did: `flows.pipeline.games_ahead`): until then this process's one
+thread of Python (the flow runs' start and end, the plan) is the work in the way, and a close
+beside it would only take turns with it for the interpreter; while the games run in worker
+processes, the flow's thread just waits. The next iteration's first DVC commit waits for the close
 (`Beside.wait`), so that commits to the project's repository stay one at a time and in order,
 and a close that failed stops the run there with its own error. A kill while a close runs is
 mended on resume: the iteration whose close did not end is run again

@@ -7,7 +7,7 @@ interrupt, itself), freezes the config in ``data/<run>/params.yaml`` on the firs
 (`tasks.frozen_config.freeze_config`: a resumed run must use the same config, only
 ``pipeline.iterations`` may grow), and runs the ``pipeline`` flow against the run's Prefect API
 (`flows.api`), which starts the run from a randomly initialised network (iteration 0) and then
-runs each unfinished iteration.
+runs each unfinished iteration, its self-play games begun before its flow run (`games_ahead`).
 """
 
 from __future__ import annotations
