@@ -12,7 +12,9 @@ needed, and keeps them for the life of the run's process, so the import of torch
 of numba's cached kernels (seconds of CPU each) are paid once per run, not once per iteration.
 A job is one worker spec and the function that plays it (`tasks.selfplay.play_spec`, what a
 thread would call), with the same torch threads, so the games, shards and SGFs are byte for
-byte those of a thread (`tests/tasks/test_workers.py`).
+byte those of a thread (`tests/tasks/test_workers.py`). A job can also be started before its
+caller is there (`WorkerProcesses.submit`: an iteration's games, begun before its flow run), a
+thread of this process waiting for it, and taken over later (`adopt`).
 
 Before its first job a process compiles numba's self-play kernels (the pool's ``warm``,
 `tasks.selfplay.compile_kernels`: about a minute of CPU on a cold cache, the same in every
