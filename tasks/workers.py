@@ -289,7 +289,7 @@ class WorkerProcesses:
         """Start `play`'s job now and return: a thread of this process waits for it, and
         `adopt` hands it to whoever then needs its result (the games of an iteration started
         before its flow run: `tasks.selfplay.play_ahead`)."""
-        running = Running(self, (play, cfg, project, spec, threads, progress))
+        running = Running(self, _Job(play, cfg, project, spec, threads), progress)
         with self._lock:
             self._ahead[(Path(project), spec.iteration, spec.worker)] = running
 
@@ -337,19 +337,25 @@ class Running:
     """A job started by `WorkerProcesses.submit`: a thread of this process plays it on a worker
     process (`WorkerProcesses.play`) and keeps its result or error for `result`."""
 
-    def __init__(self, pool: WorkerProcesses, job: tuple) -> None:
-        self.spec: WorkerSpec = job[3]
+    def __init__(
+        self, pool: WorkerProcesses, job: _Job, progress: Callable[[Any], None] | None
+    ) -> None:
+        self.spec = job.spec
         self.began = Mark.now()
         self._done = threading.Event()
         self._result: WorkerResult | None = None
         self._error: BaseException | None = None
-        name = f"selfplay-i{self.spec.iteration}-w{self.spec.worker}"
-        self._thread = threading.Thread(target=self._run, args=(pool, job), name=name, daemon=True)
-        self._thread.start()
+        name = f"selfplay-i{job.spec.iteration}-w{job.spec.worker}"
+        args = (pool, job, progress)
+        threading.Thread(target=self._run, args=args, name=name, daemon=True).start()
 
-    def _run(self, pool: WorkerProcesses, job: tuple) -> None:
+    def _run(
+        self, pool: WorkerProcesses, job: _Job, progress: Callable[[Any], None] | None
+    ) -> None:
         try:
-            self._result = pool.play(*job)
+            self._result = pool.play(
+                job.play, job.cfg, job.project, job.spec, job.threads, progress
+            )
         except BaseException as error:  # (raised by `result`)
             self._error = error
         finally:
@@ -360,7 +366,7 @@ class Running:
 
     def result(self) -> WorkerResult:
         """The job's result once it has ended, or its error raised here."""
-        self._done.wait()
+        self.wait()
         if self._error is not None:
             raise self._error
         assert self._result is not None
