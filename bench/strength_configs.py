@@ -279,6 +279,12 @@ CONFIGS = {
         "default whose every second residual block adds a bias per channel from the mean and"
         " max over the board of a quarter of its channels (KataGo's global pooling, Wu 2019)",
     ),
+    "spr8": _screening(
+        ("training.samples_per_row=8",),
+        "default training each recorded row about 8 times instead of 4 (ours: bench.fit found the"
+        " 4 x 32 network fitting fresh games as well as its window at one core-hour, so whether"
+        " more steps on the same games learn more per core-hour than more games)",
+    ),
     "grow": _screening(
         ("network.grow=[[60,6],[120,8]]",),
         "default whose 4 x 32 network grows to 6 blocks at iteration 60 and 8 at iteration 120,"

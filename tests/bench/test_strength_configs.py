@@ -60,6 +60,9 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     gpool = _load("gpool")
     assert gpool.network.global_pooling and not baseline.network.global_pooling
     assert gpool.model_copy(update={"network": baseline.network}) == baseline
+    spr8 = _load("spr8")
+    assert (spr8.training.samples_per_row, baseline.training.samples_per_row) == (8.0, 4.0)
+    assert spr8.model_copy(update={"training": baseline.training}) == baseline
     for name in (
         "tau0",
         "ktemp",
@@ -70,6 +73,7 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
         "reduced01f",
         "ladders",
         "gpool",
+        "spr8",
     ):
         assert _load(name).pipeline.budget_overshoot == 0.03
         assert _load(name).pipeline.budget_shrink is None  # (frozen before it came)
