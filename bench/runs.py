@@ -1,12 +1,15 @@
-"""A finished tabula run as the benchmarks that read one name it: ``--project DIR --run NAME``."""
+"""A finished tabula run as the benchmarks that read one name it (``--project DIR --run NAME``)
+and what its budget record says of its iterations."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 from tasks.run.layout import RunLayout
 from tasks.run.markers import champion
+from tasks.run.records import Spent
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,3 +29,24 @@ def champion_iteration(parser: argparse.ArgumentParser, layout: RunLayout) -> in
     if best is None or not layout.params.exists():
         parser.error(f"--run {layout.run}: no champion under {layout.root}")
     return best.iteration
+
+
+def iteration_usage(
+    spent: Sequence[Spent],
+) -> tuple[float, float, dict[str, float], dict[str, float]]:
+    """Wall and CPU seconds from the end of a run's first iteration to the end of its last
+    (``budget.json``'s totals: the whole run for one iteration), and both by stage over those
+    iterations, with ``between`` for what the stages' laps leave out: the iteration flows'
+    start and end and the pipeline's work between them (CPU: the CPU-only ``close`` too)."""
+    first, measured = (spent[0], spent[1:]) if len(spent) > 1 else (None, spent)
+    wall = spent[-1].wall_s - (first.wall_s if first else 0.0)
+    cpu = spent[-1].cpu_s - (first.cpu_s if first else 0.0)
+    stage_wall: dict[str, float] = {}
+    stage_cpu: dict[str, float] = {}
+    for s in measured:
+        for stage, seconds in s.stage_wall_s.items():
+            stage_wall[stage] = stage_wall.get(stage, 0.0) + seconds
+            stage_cpu[stage] = stage_cpu.get(stage, 0.0) + s.stages.get(stage, 0.0)
+    stage_wall["between"] = max(0.0, wall - sum(stage_wall.values()))
+    stage_cpu["between"] = max(0.0, cpu - sum(stage_cpu.values()))
+    return wall, cpu, stage_wall, stage_cpu

@@ -2,7 +2,7 @@
 
 Usage: ``python -m bench.scale [--json PATH] [--workers 1,2] [--modes process,thread]
 [--seconds S] [--warmup S] [--pipeline-iterations I] [--config PATH] [--set KEY=VALUE ...]
-[--skip selfplay|network|pipeline]``
+[--skip selfplay|network|pipeline] [--cluster]``
 
 (a) Self-play at steady state. For each worker count W and each mode (``process``: each worker
 a spawned process of its own, as `tasks.workers` runs them; ``thread``: workers as threads of one
@@ -30,6 +30,9 @@ environment's OpenMP wait policy, as a user's run would (unset: OpenMP's default
 bench.strength's sleeping threads, which leave a core idle between training's parallel
 regions.
 
+(d) With ``--cluster`` (root): the pipeline on the local cluster, through its deployment, at
+one Dask worker and at all of them (`bench.scale_cluster`): iterations an hour and their ratio.
+
 Prints tables and writes JSON with the machine (CPU model, cores, GPU), the commit, the config
 and its overrides. Goals (docs/benchmarks.md, "Scaling"): a 2-core CPU >= 95% busy in a run;
 one H200 with 16 cores >= 10x the 2-core machine's self-play games per hour, the GPU >= 60% busy.
@@ -45,7 +48,6 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +57,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from bench.runs import iteration_usage
+from bench.scale_cluster import cluster_rates
 from bench.strength import TABULA, run_env
 from cli.clone import empty_project
 from model.files import write_json
@@ -229,7 +233,7 @@ def pipeline_rate(config: Path, overrides: list[str], workers: int, iterations: 
     layout = RunLayout(project, "data", run)
     spent = read_budget(layout).spent
     measured = spent[1:] if len(spent) > 1 else spent
-    wall, cpu, stage_wall, stage_cpu = _usage(spent)
+    wall, cpu, stage_wall, stage_cpu = iteration_usage(spent)
     positions = samples = 0.0
     for s in measured:
         selfplay = finished(layout, s.iteration, Stage.SELFPLAY, SelfplayRecord)
@@ -249,25 +253,6 @@ def pipeline_rate(config: Path, overrides: list[str], workers: int, iterations: 
         "run_wall_s": done.wall_s,
         "run_cpu_s": done.cpu_s,
     }
-
-
-def _usage(spent: Sequence[Any]) -> tuple[float, float, dict[str, float], dict[str, float]]:
-    """Wall and CPU seconds from the end of a run's first iteration to the end of its last
-    (``budget.json``'s totals: the whole run for one iteration), and both by stage over those
-    iterations, with ``between`` for what the stages' laps leave out: the iteration flows'
-    start and end and the pipeline's work between them (CPU: the CPU-only ``close`` too)."""
-    first, measured = (spent[0], spent[1:]) if len(spent) > 1 else (None, spent)
-    wall = spent[-1].wall_s - (first.wall_s if first else 0.0)
-    cpu = spent[-1].cpu_s - (first.cpu_s if first else 0.0)
-    stage_wall: dict[str, float] = {}
-    stage_cpu: dict[str, float] = {}
-    for s in measured:
-        for stage, seconds in s.stage_wall_s.items():
-            stage_wall[stage] = stage_wall.get(stage, 0.0) + seconds
-            stage_cpu[stage] = stage_cpu.get(stage, 0.0) + s.stages.get(stage, 0.0)
-    stage_wall["between"] = max(0.0, wall - sum(stage_wall.values()))
-    stage_cpu["between"] = max(0.0, cpu - sum(stage_cpu.values()))
-    return wall, cpu, stage_wall, stage_cpu
 
 
 def _batch(layout: Any) -> int:
@@ -342,6 +327,22 @@ def _tables(result: dict, console: Console) -> None:
                 stage_busy,
             )
         console.print(table)
+    if result.get("cluster"):
+        _cluster_table(result["cluster"], console)
+
+
+def _cluster_table(cluster: dict, console: Console) -> None:
+    table = Table(title="(d) tabula cluster, iterations after the first")
+    for col in ("workers", "iter/h", "machine busy", "wall shares"):
+        table.add_column(col, justify="right")
+    for r in cluster["runs"]:
+        shares = " ".join(f"{k} {v:.0%}" for k, v in r["stage_share"].items())
+        table.add_row(str(r["workers"]), f"{r['iterations_per_hour']:.1f}",
+                      _pct(r["machine_busy"]), shares)  # fmt: skip
+    console.print(table)
+    console.print(f"{cluster['dask_workers']} Dask workers against one: "
+                  f"{cluster['speedup']:.2f}x the iterations an hour (Amdahl's bound from the "
+                  f"one-worker run's self-play share: {cluster['amdahl_bound']:.2f}x)")  # fmt: skip
 
 
 def _pct(x: float | None) -> str:
@@ -360,6 +361,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pipeline-iterations", type=int, default=3)
     parser.add_argument("--skip", action="append", default=[],
                         choices=["selfplay", "network", "pipeline"])  # fmt: skip
+    parser.add_argument(
+        "--cluster", action="store_true", help="(d) on `tabula cluster` (root): 1 Dask worker, all"
+    )
     args = parser.parse_args(argv)
     try:
         counts = sorted({int(w) for w in args.workers.split(",")})
@@ -388,6 +392,9 @@ def main(argv: list[str] | None = None) -> None:
                 pipeline_rate(args.config, args.overrides, w, args.pipeline_iterations, Path(tmp))
                 for w in counts
             ]
+    if args.cluster:
+        overrides = [*PIPELINE_SET, *args.overrides]
+        result["cluster"] = cluster_rates(str(args.config), overrides, args.pipeline_iterations)
     _tables(result, console)
     if args.json:
         write_json(args.json, result)
