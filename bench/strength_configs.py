@@ -285,6 +285,11 @@ CONFIGS = {
         " 4 x 32 network fitting fresh games as well as its window at one core-hour, so whether"
         " more steps on the same games learn more per core-hour than more games)",
     ),
+    "spr2": _screening(
+        ("training.samples_per_row=2",),
+        "default training each recorded row about 2 times instead of 4 (ours: spr8 lost at one"
+        " core-hour with fewer games, so whether more games and fewer passes learn more)",
+    ),
     "grow": _screening(
         ("network.grow=[[60,6],[120,8]]",),
         "default whose 4 x 32 network grows to 6 blocks at iteration 60 and 8 at iteration 120,"

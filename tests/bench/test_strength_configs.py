@@ -63,6 +63,9 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     spr8 = _load("spr8")
     assert (spr8.training.samples_per_row, baseline.training.samples_per_row) == (8.0, 4.0)
     assert spr8.model_copy(update={"training": baseline.training}) == baseline
+    spr2 = _load("spr2")
+    assert spr2.training.samples_per_row == 2.0
+    assert spr2.model_copy(update={"training": baseline.training}) == baseline
     for name in (
         "tau0",
         "ktemp",
@@ -74,6 +77,7 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
         "ladders",
         "gpool",
         "spr8",
+        "spr2",
     ):
         assert _load(name).pipeline.budget_overshoot == 0.03
         assert _load(name).pipeline.budget_shrink is None  # (frozen before it came)
