@@ -249,7 +249,7 @@ def selfplay_worker(cfg: Config, layout: RunLayout, spec: WorkerSpec) -> WorkerR
     """Play one worker's games into its folder (or find them played): `play_spec`."""
     out = layout.project / spec.folder
     started = time.monotonic()
-    threads = torch_threads(cfg.selfplay.workers)
+    threads = worker_threads(cfg)
     if in_processes(cfg):
         pool = worker_processes(cfg.selfplay.workers, compile_kernels)
         ahead = pool.adopt(layout.project, spec)  # (`play_ahead`)
@@ -274,6 +274,20 @@ def selfplay_worker(cfg: Config, layout: RunLayout, spec: WorkerSpec) -> WorkerR
         host=socket.gethostname(),
         pid=os.getpid(),
     )
+
+
+def worker_threads(cfg: Config) -> int:
+    """torch's threads for one self-play worker in this process: inside a Dask worker, the
+    threads that worker was started with (``dask worker --nthreads``: its share of its own
+    machine, which the flow's machine cannot know; a single-threaded worker per core, as
+    docs/scaling-out.md starts them, gets one); elsewhere, this machine's cores over the run's
+    workers (`tabula.plan.torch_threads`)."""
+    from distributed import get_worker
+
+    try:
+        return max(1, get_worker().state.nthreads)
+    except ValueError:  # (not in a Dask worker)
+        return torch_threads(cfg.selfplay.workers)
 
 
 def _progress(spec: WorkerSpec) -> Callable[[WorkerProgress], None]:

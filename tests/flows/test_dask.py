@@ -91,6 +91,27 @@ def test_selfplay_runs_on_dask_workers_and_matches_a_local_run(
     assert states["selfplay-i1-w0"] == states["selfplay-i1-w1"] == "COMPLETED", states
 
 
+def test_a_dask_worker_plays_on_the_threads_it_was_started_with(tiny_config):
+    """Its own share of its own machine (``dask worker --nthreads``), not the flow machine's
+    cores over the run's workers."""
+    from distributed import Client, LocalCluster
+
+    from tabula.plan import torch_threads
+    from tasks.selfplay import worker_threads
+
+    one = tiny_config.model_copy(
+        update={"selfplay": tiny_config.selfplay.model_copy(update={"workers": 1})}
+    )
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=3, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        assert client.submit(worker_threads, one, pure=False).result() == 3
+    assert worker_threads(one) == torch_threads(1)
+
+
 def _task_states(flow_run_id: str) -> dict[str, str]:
     from uuid import UUID
 
