@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tasks.run.layout import RunLayout
-from tasks.run.markers import champion
-from tasks.run.records import Spent
+from tasks.run.markers import champion, finished
+from tasks.run.records import SelfplayRecord, Spent, Stage, TrainRecord
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,3 +50,18 @@ def iteration_usage(
     stage_wall["between"] = max(0.0, wall - sum(stage_wall.values()))
     stage_cpu["between"] = max(0.0, cpu - sum(stage_cpu.values()))
     return wall, cpu, stage_wall, stage_cpu
+
+
+def work_done(layout: RunLayout, iterations: Sequence[int]) -> tuple[int, int]:
+    """The self-play positions and trained samples of a run's ``iterations``, from their stage
+    records: what an iteration's wall time bought, which differs between runs of one config."""
+    from tabula.config import parse_config
+
+    batch = parse_config(layout.params.read_text()).training.batch_size
+    positions = samples = 0
+    for i in iterations:
+        selfplay = finished(layout, i, Stage.SELFPLAY, SelfplayRecord)
+        train = finished(layout, i, Stage.TRAIN, TrainRecord)
+        positions += selfplay.positions if selfplay else 0
+        samples += train.trained.result.steps * batch if train else 0
+    return positions, samples

@@ -57,7 +57,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from bench.runs import iteration_usage
+from bench.runs import iteration_usage, work_done
 from bench.scale_cluster import cluster_rates
 from bench.strength import TABULA, run_env
 from cli.clone import empty_project
@@ -216,8 +216,6 @@ def pipeline_rate(config: Path, overrides: list[str], workers: int, iterations: 
     """(c) for ``workers`` workers: one fresh ``tabula run`` and its records."""
     from tasks.run.budget import read_budget
     from tasks.run.layout import RunLayout
-    from tasks.run.markers import finished
-    from tasks.run.records import SelfplayRecord, Stage, TrainRecord
 
     project = empty_project(work / f"project-w{workers}", who="bench")
     run = f"scale-w{workers}"
@@ -234,12 +232,7 @@ def pipeline_rate(config: Path, overrides: list[str], workers: int, iterations: 
     spent = read_budget(layout).spent
     measured = spent[1:] if len(spent) > 1 else spent
     wall, cpu, stage_wall, stage_cpu = iteration_usage(spent)
-    positions = samples = 0.0
-    for s in measured:
-        selfplay = finished(layout, s.iteration, Stage.SELFPLAY, SelfplayRecord)
-        train = finished(layout, s.iteration, Stage.TRAIN, TrainRecord)
-        positions += selfplay.positions if selfplay else 0
-        samples += train.trained.result.steps * _batch(layout) if train else 0
+    positions, samples = work_done(layout, [s.iteration for s in measured])
     return {
         "workers": workers,
         "iterations": len(measured),
@@ -253,12 +246,6 @@ def pipeline_rate(config: Path, overrides: list[str], workers: int, iterations: 
         "run_wall_s": done.wall_s,
         "run_cpu_s": done.cpu_s,
     }
-
-
-def _batch(layout: Any) -> int:
-    from tabula.config import parse_config
-
-    return parse_config(layout.params.read_text()).training.batch_size
 
 
 # ---------------------------------------------------------------------------------------------

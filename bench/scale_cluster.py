@@ -8,9 +8,10 @@ one worker per Dask worker of the cluster, each a run of its own with ``--pipeli
 iterations; the flows run under the work pool's worker, self-play on the Dask workers in their
 namespaces, training in the flow's process. From each run's ``budget.json``, from the end of
 its first iteration to the end of its last (the first pays the Dask workers' imports and
-compilation): iterations an hour, each stage's share of the wall time, and the whole machine's
-cores busy over those iterations (``/proc/stat``: the servers, the Dask workers and the flows
-together; a run's own count leaves the Dask workers out).
+compilation): iterations an hour, self-play positions and trained samples a second (the games
+differ between the runs, and so does an iteration's work), each stage's share of the wall time,
+and the whole machine's cores busy over those iterations (``/proc/stat``: the servers, the Dask
+workers and the flows together; a run's own count leaves the Dask workers out).
 
 The ratio of the two rates is the goal's figure (docs/benchmarks.md, "Scaling": >= 1.8x).
 Beside it, Amdahl's bound from the one-worker run: if every stage but self-play kept its wall
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.provenance import Snapshot
-from bench.runs import iteration_usage
+from bench.runs import iteration_usage, work_done
 from bench.strength import TABULA
 from cli.clone import empty_project
 
@@ -103,6 +104,7 @@ def _run(c: Any, project: Path, config: str, overrides: list[str], workers: int,
     spent = read_budget(layout).spent
     run_wall, _, stage_wall, _ = iteration_usage(spent)
     first, last = marks.at.get(1), marks.at.get(len(spent))
+    positions, samples = work_done(layout, [s.iteration for s in spent[1:]])
     machine_busy = None
     if first is not None and last is not None and last[0] > first[0]:
         machine_busy = (last[1].busy_s - first[1].busy_s) / ((last[0] - first[0]) * _cores())
@@ -110,6 +112,8 @@ def _run(c: Any, project: Path, config: str, overrides: list[str], workers: int,
         "workers": workers,
         "iterations": len(spent) - 1,
         "iterations_per_hour": (len(spent) - 1) / run_wall * 3600,
+        "selfplay_positions_per_s": positions / max(stage_wall.get("selfplay", 0.0), 1e-9),
+        "trained_samples_per_s": samples / max(stage_wall.get("train", 0.0), 1e-9),
         "stage_share": {k: round(v / run_wall, 4) for k, v in sorted(stage_wall.items())},
         "machine_busy": machine_busy,
         "run_wall_s": round(wall, 2),
