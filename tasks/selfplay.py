@@ -24,6 +24,7 @@ import dataclasses
 import multiprocessing
 import os
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -281,13 +282,15 @@ def worker_threads(cfg: Config) -> int:
     threads that worker was started with (``dask worker --nthreads``: its share of its own
     machine, which the flow's machine cannot know; a single-threaded worker per core, as
     docs/scaling-out.md starts them, gets one); elsewhere, this machine's cores over the run's
-    workers (`tabula.plan.torch_threads`)."""
-    from distributed import get_worker
-
-    try:
-        return max(1, get_worker().state.nthreads)
-    except ValueError:  # (not in a Dask worker)
-        return torch_threads(cfg.selfplay.workers)
+    workers (`tabula.plan.torch_threads`). A process that never imported Dask is no Dask
+    worker, so a local run does not import it here."""
+    distributed = sys.modules.get("distributed")
+    if distributed is not None:
+        try:
+            return max(1, distributed.get_worker().state.nthreads)
+        except ValueError:  # (not in a Dask worker)
+            pass
+    return torch_threads(cfg.selfplay.workers)
 
 
 def _progress(spec: WorkerSpec) -> Callable[[WorkerProgress], None]:
