@@ -65,3 +65,19 @@ def work_done(layout: RunLayout, iterations: Sequence[int]) -> tuple[int, int]:
         positions += selfplay.positions if selfplay else 0
         samples += train.trained.result.steps * batch if train else 0
     return positions, samples
+
+
+def iteration_rates(layout: RunLayout, spent: Sequence[Spent], wall: float,
+                    stage_wall: dict[str, float]) -> dict:  # fmt: skip
+    """What the iterations that `iteration_usage` measures made of their ``wall`` seconds and
+    ``stage_wall`` (its figures): their count, iterations an hour, self-play positions and
+    trained samples a second of their stages, and each stage's share of the wall time."""
+    measured = spent[1:] if len(spent) > 1 else spent
+    positions, samples = work_done(layout, [s.iteration for s in measured])
+    return {
+        "iterations": len(measured),
+        "iterations_per_hour": len(measured) / wall * 3600,
+        "selfplay_positions_per_s": positions / max(stage_wall.get("selfplay", 0.0), 1e-9),
+        "trained_samples_per_s": samples / max(stage_wall.get("train", 0.0), 1e-9),
+        "stage_share": {k: round(v / wall, 4) for k, v in sorted(stage_wall.items())},
+    }

@@ -57,7 +57,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from bench.runs import iteration_usage, work_done
+from bench.runs import iteration_rates, iteration_usage
 from bench.scale_cluster import cluster_rates
 from bench.strength import TABULA, run_env
 from cli.clone import empty_project
@@ -230,16 +230,10 @@ def pipeline_rate(config: Path, overrides: list[str], workers: int, iterations: 
         raise SystemExit(f"bench/scale.py: the run failed: {done.stderr_tail[-400:]}")
     layout = RunLayout(project, "data", run)
     spent = read_budget(layout).spent
-    measured = spent[1:] if len(spent) > 1 else spent
     wall, cpu, stage_wall, stage_cpu = iteration_usage(spent)
-    positions, samples = work_done(layout, [s.iteration for s in measured])
     return {
         "workers": workers,
-        "iterations": len(measured),
-        "iterations_per_hour": len(measured) / wall * 3600,
-        "selfplay_positions_per_s": positions / max(stage_wall.get("selfplay", 0.0), 1e-9),
-        "trained_samples_per_s": samples / max(stage_wall.get("train", 0.0), 1e-9),
-        "stage_share": {k: round(v / wall, 4) for k, v in sorted(stage_wall.items())},
+        **iteration_rates(layout, spent, wall, stage_wall),
         "cores_busy": busy(cpu, wall, cores()),
         "stage_busy": {k: busy(stage_cpu[k], v, cores()) for k, v in sorted(stage_wall.items())},
         "omp_wait_policy": env.get("OMP_WAIT_POLICY", "unset"),

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.provenance import Snapshot
-from bench.runs import iteration_usage, work_done
+from bench.runs import iteration_rates, iteration_usage
 from bench.strength import TABULA
 from cli.clone import empty_project
 
@@ -104,17 +104,12 @@ def _run(c: Any, project: Path, config: str, overrides: list[str], workers: int,
     spent = read_budget(layout).spent
     run_wall, _, stage_wall, _ = iteration_usage(spent)
     first, last = marks.at.get(1), marks.at.get(len(spent))
-    positions, samples = work_done(layout, [s.iteration for s in spent[1:]])
     machine_busy = None
     if first is not None and last is not None and last[0] > first[0]:
         machine_busy = (last[1].busy_s - first[1].busy_s) / ((last[0] - first[0]) * _cores())
     return {
         "workers": workers,
-        "iterations": len(spent) - 1,
-        "iterations_per_hour": (len(spent) - 1) / run_wall * 3600,
-        "selfplay_positions_per_s": positions / max(stage_wall.get("selfplay", 0.0), 1e-9),
-        "trained_samples_per_s": samples / max(stage_wall.get("train", 0.0), 1e-9),
-        "stage_share": {k: round(v / run_wall, 4) for k, v in sorted(stage_wall.items())},
+        **iteration_rates(layout, spent, run_wall, stage_wall),
         "machine_busy": machine_busy,
         "run_wall_s": round(wall, 2),
     }
