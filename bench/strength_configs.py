@@ -290,6 +290,13 @@ CONFIGS = {
         "default training each recorded row about 2 times instead of 4 (ours: spr8 lost at one"
         " core-hour with fewer games, so whether more games and fewer passes learn more)",
     ),
+    "win5": _screening(
+        ("training.window_games=1920",),
+        "default training on the last 5 iterations' games instead of 10 (ours: bench.fit found"
+        " no over-fitting at one core-hour, and the window's policy loss above that of the next"
+        " games, whose targets come from a stronger search; KataGo's window starts small and"
+        " grows with the run, Wu 2019)",
+    ),
     "grow": _screening(
         ("network.grow=[[60,6],[120,8]]",),
         "default whose 4 x 32 network grows to 6 blocks at iteration 60 and 8 at iteration 120,"

@@ -66,6 +66,9 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     spr2 = _load("spr2")
     assert spr2.training.samples_per_row == 2.0
     assert spr2.model_copy(update={"training": baseline.training}) == baseline
+    win5 = _load("win5")
+    assert (win5.training.window_games, baseline.training.window_games) == (1920, 3840)
+    assert win5.model_copy(update={"training": baseline.training}) == baseline
     for name in (
         "tau0",
         "ktemp",
@@ -78,6 +81,7 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
         "gpool",
         "spr8",
         "spr2",
+        "win5",
     ):
         assert _load(name).pipeline.budget_overshoot == 0.03
         assert _load(name).pipeline.budget_shrink is None  # (frozen before it came)
