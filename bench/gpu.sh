@@ -14,7 +14,10 @@
 #            processes, and the network alone;
 #   paper19  configs/19x19-paper.yaml's self-play at 16 processes, and the network alone;
 #   pipeline configs/9x9-gpu.yaml's whole pipeline, 2 iterations at 16 workers;
-#   quick-threads  the quick start's self-play on the GPU in 16 threads (as before processes).
+#   quick-threads  the quick start's self-play on the GPU in 16 threads (as before processes);
+#   train256, train1024  the 4x32 net's bf16 training steps on the GPU at batches of 256 (the
+#            presets') and 1,024 (`python -m bench.train`): whether a bigger batch lets
+#            training keep pace with self-play, where a step's CPU work sets its time.
 # A part that fails or runs past its limit is reported and the next one runs.
 set -u
 final=${1:-bench/results/gpu}
@@ -60,6 +63,12 @@ part gpu9 50 --config configs/9x9-gpu.yaml --workers 16 --modes process "${quick
 part paper19 50 --config configs/19x19-paper.yaml --workers 16 --modes process "${quick[@]}" \
   --skip pipeline
 part quick-threads 30 --workers 16 --modes thread "${quick[@]}" "${only[@]}"
+for b in 256 1024; do
+  started=$SECONDS
+  timeout 45 "$py" -m bench.train --device cuda --bf16 --batch "$b" --steps 40 --rounds 1 \
+    --json "$out/train$b.json" > "$out/train$b.log" 2>&1
+  echo "train$b: exit $? in $((SECONDS - started)) s"; tail -n 8 "$out/train$b.log"
+done
 echo "total: $SECONDS s"
 "$py" - "$out" "$final" <<'PY'
 import json, sys
