@@ -69,9 +69,11 @@ anneals within its budget.
 The JSON says where its figures come from (`bench.provenance`): the commit and whether the tree
 had local changes, the CPU model and cores; per config, its file, overrides and the resolved
 config the run ran, whether other processes shared the machine while it trained (their
-CPU-seconds from ``/proc/stat`` and the load average, measured around each invocation), and its
-compute in units that do not depend on the CPU: iterations, self-play network evaluations,
-simulations and positions, and trained samples.
+CPU-seconds from ``/proc/stat`` and the load average, measured around each invocation), the
+commit each invocation of its run ran (``commits``: the code that trained it, where the
+top-level commit is the code that wrote the JSON), and its compute in units that do not depend
+on the CPU: iterations, self-play network evaluations, simulations and positions, and trained
+samples.
 
 Everything is kept under ``--workdir`` (default ``bench/results/strength/BUDGET``): a killed
 benchmark resumes with ``--resume`` where it stopped (the runs are tabula runs, which resume
@@ -191,6 +193,7 @@ def train_within_budget(name: str, entry: Entry, work: Path, budget_s: float, co
     argv += ["--core-hours", f"{budget_s / CORE_HOUR:.6f}"]
     if state.get("failed") is None and not state.get("done"):
         console.print(f"{name}: one run of {budget_s / CORE_HOUR:.2f} core-hours")
+        state["commits"] = [*state.get("commits", []), commit(ROOT)]  # the code it runs
         before = Snapshot.now()
         m = run_measured(argv, cwd=project, env=run_env(work), log=work / "run.log")
         sharing = Sharing.between(before, Snapshot.now(), m.cpu_s, m.wall_s, os.cpu_count() or 1)
@@ -385,8 +388,10 @@ def rate_config(
 def provenance(name: str, layout: RunLayout, state: dict, done: list[int]) -> dict[str, Any]:
     """Where a run's figures come from: its config file and overrides and the config it ran
     (resolved, from its frozen params), whether others shared the machine while it trained
-    (`bench.provenance.Sharing`, over every invocation), and its compute in units that do not
-    depend on the CPU (`bench.provenance.compute`)."""
+    (`bench.provenance.Sharing`, over every invocation), the commit each invocation ran
+    (`bench.provenance.commit`: the JSON's own ``provenance`` names the code that wrote it,
+    which for a run resumed or kept from before may not be the code that trained it), and its
+    compute in units that do not depend on the CPU (`bench.provenance.compute`)."""
     entry = CONFIGS[name]
     ran = load_config(layout.params) if layout.params.exists() else None
     selfplay = [finished(layout, i, Stage.SELFPLAY, SelfplayRecord) for i in done]
@@ -405,6 +410,7 @@ def provenance(name: str, layout: RunLayout, state: dict, done: list[int]) -> di
         "overrides": list(entry.overrides),
         "resolved_config": None if ran is None else config_to_flat_dict(ran.resolve()),
         "sharing": merged(state.get("sharing", [])),
+        "commits": state.get("commits", []),
         "compute": work,
     }
 

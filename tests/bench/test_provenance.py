@@ -97,7 +97,10 @@ def test_a_run_records_its_config_overrides_and_resolved_settings(tmp_path: Path
     cfg = load_config(ROOT / CONFIGS["default"].file, list(CONFIGS["default"].overrides))
     layout.params.write_text(dump_config(cfg))
     sharing = Sharing.between(Snapshot(0.0, 0.1), Snapshot(50.0, 0.2), 50.0, 60.0, 2)
-    got = provenance("default", layout, {"sharing": [sharing.to_dict()]}, [])
+    ran = [{"commit": "a" * 40, "dirty": False}, {"commit": "b" * 40, "dirty": True}]
+    got = provenance("default", layout, {"sharing": [sharing.to_dict()], "commits": ran}, [])
+    assert got["commits"] == ran  # each invocation's code, a resume's too
+    assert provenance("default", layout, {}, [])["commits"] == []  # (not recorded before)
     assert got["overrides"] == list(CONFIGS["default"].overrides)
     resolved = got["resolved_config"]
     assert resolved["selfplay.temperature_moves"] == cfg.resolve().selfplay.temperature_moves
