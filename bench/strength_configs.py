@@ -297,6 +297,12 @@ CONFIGS = {
         " games, whose targets come from a stronger search; KataGo's window starts small and"
         " grows with the run, Wu 2019)",
     ),
+    "fresh": _screening(
+        ("training.samples_per_row=2", "training.window_games=1920"),
+        "spr2 and win5 together: each recorded row trained about twice, on the last 5"
+        " iterations' games (ours: each alone was ahead of the default against GnuGo level 1 at"
+        " one core-hour and level with it head to head, docs/strength.md)",
+    ),
     "grow": _screening(
         ("network.grow=[[60,6],[120,8]]",),
         "default whose 4 x 32 network grows to 6 blocks at iteration 60 and 8 at iteration 120,"

@@ -69,6 +69,9 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     win5 = _load("win5")
     assert (win5.training.window_games, baseline.training.window_games) == (1920, 3840)
     assert win5.model_copy(update={"training": baseline.training}) == baseline
+    fresh = _load("fresh")
+    assert fresh.training == spr2.training.model_copy(update={"window_games": 1920})
+    assert fresh.model_copy(update={"training": baseline.training}) == baseline
     for name in (
         "tau0",
         "ktemp",
@@ -82,6 +85,7 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
         "spr8",
         "spr2",
         "win5",
+        "fresh",
     ):
         assert _load(name).pipeline.budget_overshoot == 0.03
         assert _load(name).pipeline.budget_shrink is None  # (frozen before it came)
