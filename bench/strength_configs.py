@@ -63,6 +63,10 @@ ALL_ROWS = (
 EQUAL_BUDGET = "pipeline.budget_overshoot=0.03"
 # What every such screening shares: the default's settings at an equal budget.
 SCREENED = (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION, EQUAL_BUDGET)
+# Two switches that give the network fresher games for the same budget, screened alone
+# (spr2, win5) and together (fresh).
+TWO_PASSES = "training.samples_per_row=2"
+FIVE_ITERATION_WINDOW = "training.window_games=1920"
 
 
 @dataclass(frozen=True)
@@ -286,19 +290,19 @@ CONFIGS = {
         " more steps on the same games learn more per core-hour than more games)",
     ),
     "spr2": _screening(
-        ("training.samples_per_row=2",),
+        (TWO_PASSES,),
         "default training each recorded row about 2 times instead of 4 (ours: spr8 lost at one"
         " core-hour with fewer games, so whether more games and fewer passes learn more)",
     ),
     "win5": _screening(
-        ("training.window_games=1920",),
+        (FIVE_ITERATION_WINDOW,),
         "default training on the last 5 iterations' games instead of 10 (ours: bench.fit found"
         " no over-fitting at one core-hour, and the window's policy loss above that of the next"
         " games, whose targets come from a stronger search; KataGo's window starts small and"
         " grows with the run, Wu 2019)",
     ),
     "fresh": _screening(
-        ("training.samples_per_row=2", "training.window_games=1920"),
+        (TWO_PASSES, FIVE_ITERATION_WINDOW),
         "spr2 and win5 together: each recorded row trained about twice, on the last 5"
         " iterations' games (ours: each alone was ahead of the default against GnuGo level 1 at"
         " one core-hour and level with it head to head, docs/strength.md)",
