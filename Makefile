@@ -8,6 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEV    := $(VENV)/.installed-dev
+KERNELS := $(VENV)/.kernels
 CONFIG ?= configs/quickstart.yaml
 ARGS   ?=
 
@@ -34,7 +35,14 @@ $(DEV): $(STAMP) pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]' 2>&1 | $(QUIET_PIP)
 	touch $(DEV)
 
-run: $(STAMP)
+# numba's compile of self-play's kernels (about 40 CPU-s of one core) once after the install,
+# and again when their sources or the config change, so that the quick start's first iteration
+# loads them from the cache instead of spending its nine minutes compiling.
+$(KERNELS): $(STAMP) $(wildcard $(CONFIG)) $(shell find tabula model -name '*.py' 2>/dev/null)
+	$(BIN)/tabula compile --config $(CONFIG)
+	touch $(KERNELS)
+
+run: $(STAMP) $(KERNELS)
 	$(BIN)/tabula run --config $(CONFIG) $(ARGS)
 
 test: $(DEV)

@@ -47,6 +47,7 @@ def quiet_defaults() -> None:
 for command in (games.gtp, games.analysis, games.selfplay, networks.train):
     app.command()(command)
 app.command("init-model")(networks.init_model)
+app.command("compile")(games.compile_kernels)
 for command in (games.match, games.gate, games.elo, pipeline.run, pipeline.status, pipeline.ui):
     app.command()(command)
 app.add_typer(reproducing.stage_app, name="stage")

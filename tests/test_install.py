@@ -1,5 +1,6 @@
 """What an install brings: every package the code imports (or runs as ``python -m``) is
-declared in pyproject.toml, and ``make run`` installs the runtime only, no test or lint tool."""
+declared in pyproject.toml, ``make run`` installs the runtime only, no test or lint tool, and
+compiles self-play's kernels before the run (``tabula compile``), so that the run loads them."""
 
 from __future__ import annotations
 
@@ -77,6 +78,31 @@ def test_make_run_installs_the_runtime_only(tmp_path: Path) -> None:
     assert installs["run"] and all("[dev]" not in line for line in installs["run"]), plan["run"]
     assert any("-e ." in line for line in installs["run"]), plan["run"]
     assert any("[dev]" in line for line in installs["test"]), plan["test"]
+    commands = [line.split()[1] for line in plan["run"].splitlines() if "bin/tabula " in line]
+    assert commands == ["compile", "run"], plan["run"]
+
+
+def test_tabula_compile_leaves_nothing_for_a_run_to_compile(tmp_path: Path) -> None:
+    """``tabula compile`` (what ``make run`` runs first) fills numba's cache: a fresh process
+    then warms up for self-play (`tasks.selfplay.compile_kernels`) from it, compiling nothing."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    tabula = [sys.executable, "-c", "import cli; cli.main()"]
+    done = subprocess.run([*tabula, "compile"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("numba's kernels compiled or found in its cache ("), done.stdout
+    warm_up = (
+        "from bench.coldstart import tabula_kernels\n"
+        "from tabula.config import load_config\n"
+        "from tasks.selfplay import compile_kernels\n"
+        "compile_kernels(load_config(None))\n"
+        "used = [k for k in tabula_kernels() if k.signatures]\n"
+        "print(len(used), sum(len(k.stats.cache_misses) for k in used))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", warm_up], cwd=ROOT, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    used, misses = map(int, done.stdout.split())
+    assert used > 20 and misses == 0
 
 
 def test_a_users_own_modules_named_like_ours_leave_the_command_working(tmp_path: Path) -> None:
