@@ -103,6 +103,10 @@ def test_tabula_compile_leaves_nothing_for_a_run_to_compile(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     used, misses = map(int, done.stdout.split())
     assert used > 20 and misses == 0
+    bad = subprocess.run([*tabula, "compile", "--set", "rules.board_size=1"], cwd=ROOT, env=env,
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0, bad.stderr
+    assert "rules.board_size: must be >= 5 (got 1)" in bad.stderr
 
 
 def test_a_users_own_modules_named_like_ours_leave_the_command_working(tmp_path: Path) -> None:
