@@ -14,6 +14,8 @@ import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+from tests.helpers.numba import selfplay_warm_up_cache_use
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("tabula", "model", "tasks", "flows", "cli")
 # ``sys.executable, "-m", "uvicorn"``: a module run by the venv's Python (not pg_ctl's "-m fast")
@@ -90,18 +92,7 @@ def test_tabula_compile_leaves_nothing_for_a_run_to_compile(tmp_path: Path) -> N
     done = subprocess.run([*tabula, "compile"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("numba's kernels compiled or found in its cache ("), done.stdout
-    warm_up = (
-        "from bench.coldstart import tabula_kernels\n"
-        "from tabula.config import load_config\n"
-        "from tasks.selfplay import compile_kernels\n"
-        "compile_kernels(load_config(None))\n"
-        "used = [k for k in tabula_kernels() if k.signatures]\n"
-        "print(len(used), sum(len(k.stats.cache_misses) for k in used))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", warm_up], cwd=ROOT, env=env,
-                          capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    used, misses = map(int, done.stdout.split())
+    used, misses, _ = selfplay_warm_up_cache_use(tmp_path / "cache")
     assert used > 20 and misses == 0
     bad = subprocess.run([*tabula, "compile", "--set", "rules.board_size=1"], cwd=ROOT, env=env,
                          capture_output=True, text=True)  # fmt: skip

@@ -55,6 +55,21 @@ def _cache_use(modules: list[str], workload: str, cache_dir: Path) -> tuple[int,
     return used, misses, hits
 
 
+def selfplay_warm_up_cache_use(cache_dir: Path) -> tuple[int, int, int]:
+    """In a fresh process that keeps numba's cache in ``cache_dir``, self-play's warm-up
+    (`tasks.selfplay.compile_kernels`) for the default config: (the ``tabula`` dispatchers it
+    compiled or loaded, cache misses, cache hits)."""
+    warm_up = (
+        "from bench.coldstart import tabula_kernels\n"
+        "from tabula.config import load_config\n"
+        "from tasks.selfplay import compile_kernels\n"
+        "compile_kernels(load_config(None))\n"
+        "ds = tabula_kernels()\n"
+    )
+    used, misses, hits = map(int, _python(warm_up + _COUNT_USED, cache_dir).split())
+    return used, misses, hits
+
+
 def check_the_cache_serves_a_second_process(
     modules: list[str], workload: str, cache_dir: Path, kernels: int
 ) -> None:
