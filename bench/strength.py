@@ -60,8 +60,9 @@ weighted by visits), ``reduced01`` (reduced visits with decided rows kept at wei
 ``reduced01f`` (the same with the weight a frequency, as KataGo uses it), ``libs`` (6 liberty
 planes in the network's input), ``ladders`` and ``gpool`` (the ladder planes; global pooling),
 ``spr8`` and ``spr2`` (each recorded row trained about 8 or 2 times instead of 4), ``win5``
-(a window of 5 iterations' games instead of 10), ``fresh`` (``spr2`` and ``win5`` together) and
-``grow`` (the network deepened from 4 to 6 and 8 blocks during the run, for a 4 core-hour pair).
+(a window of 5 iterations' games instead of 10), ``fresh`` (``spr2`` and ``win5`` together),
+``score`` (the search's values with a share of the score head's margin: KataGo's score utility)
+and ``grow`` (the network deepened from 4 to 6 and 8 blocks during the run, for a 4 core-hour pair).
 Each run's first iteration plans the config's ``pipeline.iterations`` (1000: no drop yet); from
 the second on, the schedule is fitted to what the budget is expected to pay for, so every run
 anneals within its budget.

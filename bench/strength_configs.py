@@ -307,6 +307,13 @@ CONFIGS = {
         " iterations' games (ours: each alone was ahead of the default against GnuGo level 1 at"
         " one core-hour and level with it head to head, docs/strength.md)",
     ),
+    "score": _screening(
+        ("search.score_utility=0.4",),
+        "default whose search values a position by its win/loss value and a share of the score"
+        " head's margin, (v + 0.4 * 2/pi * atan(score / 18)) / 1.4 (KataGo's score utility, Wu"
+        " 2019: its static 0.1 and dynamic 0.3 factors together, here all centered at zero),"
+        " so that decided games still fight for points",
+    ),
     "grow": _screening(
         ("network.grow=[[60,6],[120,8]]",),
         "default whose 4 x 32 network grows to 6 blocks at iteration 60 and 8 at iteration 120,"

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
 from model.network import PolicyValueNet, fold_batch_norm
+from tabula.config import SearchConfig
 from tabula.features import (
     NUM_PLANES,
     NUM_SYMMETRIES,
@@ -41,6 +42,7 @@ from tabula.features import (
     symmetry_permutations,
 )
 from tabula.inputs import with_inputs
+from tabula.mcts.utility import utilities
 
 Precision = Literal["auto", "fp32", "bf16", "fastest"]
 
@@ -132,8 +134,11 @@ class Evaluator:
     at the small batches of one game's search. "fastest" is chosen by timing, so it is for
     players whose games are not recorded for replay (a GTP engine), never for self-play.
     ``compile``: ``torch.compile`` the network (inputs padded to power-of-two batches); "auto" is
-    False (see the module docstring for the numbers). Call it as described in the module
-    docstring. Not thread-safe: one evaluator per worker thread.
+    False (see the module docstring for the numbers). ``score_utility``, ``score_scale``: the
+    values are the search's utility, the value with the score head's share
+    (`tabula.mcts.utility`, ``search.score_utility``; ``score_scale`` in points per line); a
+    network without the score head gives its value alone (`score_utility` then reads 0). Call it
+    as described in the module docstring. Not thread-safe: one evaluator per worker thread.
     """
 
     def __init__(
@@ -143,11 +148,20 @@ class Evaluator:
         precision: Precision = "auto",
         compile: bool | Literal["auto"] = "auto",
         batch: int = 16,
+        score_utility: float = 0.0,
+        score_scale: float = 2.0,
     ) -> None:
         if compile not in (True, False, "auto"):
             raise ValueError(f"compile must be True, False or 'auto', got {compile!r}")
+        if score_utility < 0 or score_scale <= 0:
+            raise ValueError(
+                f"score_utility must be >= 0 and score_scale > 0, got {score_utility},"
+                f" {score_scale}"
+            )
         self.device, self.bf16 = _resolve(device, "auto" if precision == "fastest" else precision)
         self.board_size = net.board_size
+        self.score_utility = float(score_utility) if net.aux else 0.0
+        self._score_points = float(score_scale) * net.board_size
         self.compiled = compile is True  # "auto" -> off: see the module docstring
         self._net = fold_batch_norm(net).to(self.device)
         self._net.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
@@ -156,6 +170,14 @@ class Evaluator:
         self._inverse_perm = torch.from_numpy(inv).to(self.device)
         if precision == "fastest" and self.bf16 and self.device.type == "cpu":
             self.bf16 = fastest_precision(self, batch) == "bf16"
+
+    @classmethod
+    def for_search(cls, net: PolicyValueNet, search: SearchConfig, **options: Any) -> Evaluator:
+        """An evaluator whose values are what ``search`` values positions by (its
+        ``score_utility`` and ``score_scale``); ``options``: the constructor's others."""
+        return cls(
+            net, score_utility=search.score_utility, score_scale=search.score_scale, **options
+        )
 
     def __call__(
         self, planes: np.ndarray, rng: np.random.Generator | None = None
@@ -176,14 +198,18 @@ class Evaluator:
             ks = np.asarray(rng.integers(0, NUM_SYMMETRIES, size=b), dtype=np.int64)
             planes = transform_planes(planes, ks)
         with torch.inference_mode():
-            logits, values = self._run(planes)
+            logits, values, scores = self._run(planes)
             priors = torch.softmax(logits.float(), dim=1)
             if ks is not None:
                 # The net saw d_k(s); d_k^-1 brings its policy back to the board as given.
                 idx = self._inverse_perm[torch.from_numpy(ks).to(self.device)]
                 priors = torch.gather(priors, 1, idx)
-            values = values.float().clamp_(-1.0, 1.0)
-            return priors.cpu().numpy(), values.cpu().numpy()
+            values = values.float().clamp_(-1.0, 1.0).cpu().numpy()
+            if scores is not None:
+                # The score head predicts the margin divided by N*N (`model.system.auxiliary_loss`).
+                points = scores.float().cpu().numpy() * (n * n)
+                values = utilities(values, points, self.score_utility, self._score_points)
+            return priors.cpu().numpy(), values
 
     @property
     def has_aux(self) -> bool:
@@ -224,9 +250,16 @@ class Evaluator:
         has (`tabula.inputs.with_inputs`)."""
         return with_inputs(planes, self._net.shape.inputs)  # (the callers give 17 planes)
 
-    def _run(self, planes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    def _run(self, planes: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(logits, values, scores) of the batch; scores only under a score utility (the
+        network's score head, margin / N*N), evaluated eagerly."""
         b = planes.shape[0]
         x = torch.from_numpy(self._inputs(planes)).to(self.device)
+        if self.score_utility:
+            x = x.to(torch.float32).contiguous(memory_format=torch.channels_last)
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+                logits, values, _, scores = self._net.forward_aux(x)
+            return logits, values, scores
         if self.compiled and _bucket(b) != b:
             x = torch.cat([x, x.new_zeros((_bucket(b) - b, *x.shape[1:]))])
         x = x.to(torch.float32).contiguous(memory_format=torch.channels_last)
@@ -239,7 +272,7 @@ class Evaluator:
                 warnings.warn(f"torch.compile failed, evaluating eagerly: {e}", stacklevel=3)
                 self.compiled, self._forward = False, self._net
                 logits, values = self._forward(x[:b])
-        return logits[:b], values[:b]
+        return logits[:b], values[:b], None
 
 
 class UniformEvaluator:

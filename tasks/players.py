@@ -77,8 +77,12 @@ def network_player(
 
     net, metadata = load_checkpoint(checkpoint, expect_board_size=cfg.rules.board_size)
     stem = str(metadata.get("model_id") or checkpoint.stem)
-    batch = leaves_per_move or genmove_leaves(simulations, cfg.search)
-    evaluator = Evaluator(net, precision=precision, batch=batch)  # type: ignore[arg-type]
+    search = cfg.search
+    if not net.aux:  # no score head: the search values its finished games by the result too
+        search = search.model_copy(update={"score_utility": 0.0})
+        cfg = cfg.model_copy(update={"search": search})
+    batch = leaves_per_move or genmove_leaves(simulations, search)
+    evaluator = Evaluator.for_search(net, search, precision=precision, batch=batch)
     if kind == "raw":
         return RawNetworkPlayer(evaluator, f"{stem}:raw", seed)
     name = stem if simulations == cfg.evaluation.simulations else f"{stem}@{simulations}"

@@ -114,7 +114,7 @@ def run_worker(
     out = Path(out)
     cfg = with_v_resign(cfg, spec.v_resign)
     net, model_id = load_model(cfg, spec.champion, seed)
-    evaluate = Evaluator(net, device=cfg.pipeline.device)
+    evaluate = Evaluator.for_search(net, cfg.search, device=cfg.pipeline.device)
     params = SelfPlayParams.from_config(cfg)
     if rows_per_shard is None:
         rows_per_shard = max(1000, SHARD_PLANE_BYTES // (NUM_PLANES * cfg.rules.board_size**2))

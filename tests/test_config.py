@@ -203,6 +203,14 @@ def test_two_anchors_that_would_play_under_one_name_are_refused() -> None:
         load_config(None, ["evaluation.anchors=[gnugo-l1, 'gtp:gnugo --mode gtp --level 1']"])
 
 
+def test_a_score_utility_without_the_score_head_is_refused_in_one_line() -> None:
+    overrides = ["network.aux_heads=false", "search.score_utility=0.1"]
+    with pytest.raises(ConfigError, match="search.score_utility needs the score head") as info:
+        load_config(None, overrides)
+    assert "\n" not in str(info.value)
+    assert load_config(None, ["search.score_utility=0.1"]).search.score_utility == 0.1
+
+
 @pytest.mark.parametrize("bad", ["random", "gnugo-l0", "gnugo-l11", "gnugo", "gtp:", "gtp:  "])
 def test_unknown_anchors_are_one_line_config_errors(bad: str) -> None:
     with pytest.raises(ConfigError, match="gnugo-l1 .. gnugo-l10") as info:

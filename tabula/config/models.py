@@ -230,6 +230,22 @@ class SearchConfig(_Section):
     gumbel_c_scale: float = Field(
         default=0.1, gt=0, description="Gumbel: sigma's c_scale (mctx's default value_scale 0.1)."
     )
+    score_utility: float = Field(
+        default=0.0,
+        ge=0,
+        description="The score's share of the search's values: (v + w * 2/pi * atan(score /"
+        " (score_scale * N))) / (1 + w) for the network's leaves (its score head) and for"
+        " finished games (`tabula.mcts.utility`), so that a decided game still fights for"
+        " points. 0: the value alone (the paper). KataGo's static score utility is 0.1 (with"
+        " 0.3 more centered on the root's score). A network without the score head searches on"
+        " its value alone.",
+    )
+    score_scale: float = Field(
+        default=2.0,
+        gt=0,
+        description="score_utility's scale, points per line of the board (KataGo's 2.0: 18"
+        " points on 9x9).",
+    )
 
     def alpha_for(self, N: int) -> float:
         """Dirichlet alpha on an N x N board: the set value, else 0.03 * 361 / N**2."""
@@ -734,6 +750,15 @@ class Config(_Section):
                 "training.holdout_games must be less than selfplay.games, so that an iteration"
                 f" trains on some of its own games (got {self.training.holdout_games} of"
                 f" {self.selfplay.games})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _score_utility_has_a_score(self) -> Config:
+        if self.search.score_utility > 0 and not self.network.aux_heads:
+            raise ValueError(
+                "search.score_utility needs the score head: set network.aux_heads=true or"
+                f" search.score_utility=0 (got {self.search.score_utility})"
             )
         return self
 

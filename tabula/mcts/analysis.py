@@ -5,7 +5,9 @@ them as ``lz-analyze``/``kata-analyze`` lines, `tabula.katago` as KataGo's JSON.
 
 Analysis searches with PUCT and no root noise whatever the player's algorithm: visit counts
 that keep growing are what the GUIs' move circles and win-rate bars show (the Gumbel search's
-root schedule is fixed by its budget, which an analysis does not have).
+root schedule is fixed by its budget, which an analysis does not have). Its values are win
+rates: the player's score utility (``search.score_utility``) is left out, and the scores
+are shown apart.
 
 With a network that has the ownership and score heads (an `EvaluateAux`), every node the
 network evaluates keeps its score and ownership; a move's score is their mean over its
@@ -114,7 +116,10 @@ class Analysis:
         max_batch: int | None = None,
         aux: EvaluateAux | None = None,
     ) -> None:
-        self.params = SearchParams(params.config, noise=False, algorithm="puct", simulations=STEP)
+        # Win rates, as the GUIs show them: no score utility (the scores are shown apart).
+        self.params = SearchParams(
+            params.config, noise=False, algorithm="puct", simulations=STEP, score_utility=0.0
+        )
         self.evaluate, self.max_batch, self.aux = evaluate, max_batch, aux
         self.to_play, self.komi = game.to_play, game.komi
         self.search = BatchedMCTS(1, game.size, game.komi, self.params, capacity=ANALYSIS_NODES)

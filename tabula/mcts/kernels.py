@@ -37,14 +37,16 @@ from tabula.go.board import area_score, fills_own_eye, legal_mask, play_move
 from tabula.mcts.gumbel import prepare_root, select_interior, select_root
 from tabula.mcts.random import gamma, next_u64
 from tabula.mcts.trees import EXPANDED, FULL, NOISY, TERMINAL, UNEXPANDED
+from tabula.mcts.utility import utility
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _final_value(board, to_play, rules) -> float:
-    """Tromp-Taylor result (+1 win, -1 loss, 0 jigo) from ``to_play``'s view."""
-    s = area_score(board, rules.neighbors) - rules.komi
+    """Tromp-Taylor result (+1 win, -1 loss, 0 jigo) from ``to_play``'s view, with the score's
+    share of ``rules.score_utility`` (`tabula.mcts.utility`)."""
+    s = (area_score(board, rules.neighbors) - rules.komi) * to_play
     w = 1.0 if s > 0 else (-1.0 if s < 0 else 0.0)
-    return w * to_play
+    return utility(w, s, rules.score_utility, rules.score_scale)
 
 
 @njit(cache=True, nogil=True)

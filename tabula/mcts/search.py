@@ -253,9 +253,11 @@ class BatchedMCTS:
         set_size = hashset_new(self.max_moves + 1).shape[0]
         self.trees = new_trees(n_games, self.capacity, self.M, set_size)
         self.perms = np.ascontiguousarray(symmetry_permutations(board_size))
+        c = params.config
         self.rules = Rules(
-            self.ctx.neighbors, self.ctx.zobrist, self.perms, self.komi, self.max_moves
-        )
+            self.ctx.neighbors, self.ctx.zobrist, self.perms, self.komi, self.max_moves,
+            float(c.score_utility), float(c.score_scale * board_size),
+        )  # fmt: skip
         self.knobs = params.knobs()
         self.rngs: list[np.random.Generator | None] = [None] * n_games
         self.simulations = 0
@@ -320,8 +322,9 @@ class BatchedMCTS:
         return float(area_score(self.trees.history[slot, 0], self.ctx.neighbors) - self.komi)
 
     def final_value(self, slot: int) -> float:
-        """Tromp-Taylor result of a finished game from the side to move (+1, -1, 0)."""
-        return float(self.trees.value[slot, 0])
+        """Tromp-Taylor result of a finished game from the side to move (+1, -1, 0); the
+        root's value adds the score's share under ``search.score_utility``, this does not."""
+        return float(np.sign(self.score(slot) * self.trees.to_play[slot, 0]))
 
     def play(self, slot: int, move: int) -> bool:
         """Play ``move`` for the side to move in slot's real game; keep the subtree if it can.

@@ -119,7 +119,8 @@ class Rules(NamedTuple):
     neighbors: int32[M, 4] (`tabula.go.board.rules_context`, -1 off the board); zobrist:
     uint64 keys of the same context; perms: int64[8, M+1], the dihedral gather indices
     (`tabula.features.symmetry_permutations`); komi: added to white's area; max_moves: 2 M
-    (paper: a game ends after 2 N^2 moves).
+    (paper: a game ends after 2 N^2 moves); score_utility, score_scale: how a finished game is
+    valued, its result and a share of its score (`tabula.mcts.utility`; weight 0: the result).
     """
 
     neighbors: np.ndarray
@@ -127,6 +128,8 @@ class Rules(NamedTuple):
     perms: np.ndarray
     komi: float
     max_moves: int
+    score_utility: float
+    score_scale: float
 
 
 class Knobs(NamedTuple):

@@ -72,6 +72,9 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     fresh = _load("fresh")
     assert fresh.training == spr2.training.model_copy(update={"window_games": 1920})
     assert fresh.model_copy(update={"training": baseline.training}) == baseline
+    score = _load("score")
+    assert (score.search.score_utility, baseline.search.score_utility) == (0.4, 0.0)
+    assert score.model_copy(update={"search": baseline.search}) == baseline
     for name in (
         "tau0",
         "ktemp",
@@ -86,6 +89,7 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
         "spr2",
         "win5",
         "fresh",
+        "score",
     ):
         assert _load(name).pipeline.budget_overshoot == 0.03
         assert _load(name).pipeline.budget_shrink is None  # (frozen before it came)

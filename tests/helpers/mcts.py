@@ -9,6 +9,7 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
+import pytest
 
 from tabula.go.board import area_score, rules_context
 from tabula.go.coords import from_gtp
@@ -124,7 +125,8 @@ def search_mask(game: Game, early_pass: bool, fill_own_eyes: bool = True) -> np.
 def check_tree(m: BatchedMCTS, g: int, game: Game | None = None) -> None:
     """Recount a finished search: nothing in flight; for every node N = 1 + sum of its
     children's N and W = -own value - sum of its children's W (so every virtual loss has
-    been undone); terminal nodes carry N copies of their final value. With the real
+    been undone); terminal nodes carry N copies of their final value (the result, with the
+    score's share under ``search.score_utility``, recomputed here). With the real
     ``game``, also replay every node's path and compare board, hash, side to move and the
     legal moves (P >= 0 exactly where the engine allows the move, superko included)."""
     t = m.trees
@@ -158,4 +160,8 @@ def check_tree(m: BatchedMCTS, g: int, game: Game | None = None) -> None:
                 assert ((t.P[g, n] >= 0) == legal).all(), n
             if state == TERMINAL:
                 assert replay.is_over()
-                assert t.value[g, n] == np.sign(replay.score()) * replay.to_play
+                margin = replay.score() * replay.to_play
+                w, scale = m.params.config.score_utility, m.params.config.score_scale * game.size
+                result = np.sign(margin)
+                expected = (result + w * 2 / np.pi * np.arctan(margin / scale)) / (1 + w)
+                assert t.value[g, n] == pytest.approx(expected, abs=1e-6)

@@ -384,3 +384,22 @@ def test_a_finished_game_is_not_searched() -> None:
         game.play(int(rng.choice(legal)) if len(legal) else 25)
     m = searched(game, simulations=8)
     assert m.is_over(0) and m.root_stats(0).visits.sum() == 0
+
+
+def test_a_score_utility_values_a_finished_game_by_its_result_and_its_score() -> None:
+    """search.score_utility: a finished game's value is (result + w 2/pi atan(margin / (2 N)))
+    / (1 + w) from the side to move (KataGo's static score utility), in [-1, 1]; the game's
+    own result (`final_value`) stays +1 / -1."""
+    game = game_from_diagram(CAPTURE.replace("O O", "X X", 1), to_play=-1, komi=0.5)
+    game.play(25, -1)  # white passed: black passing now ends the game, won by the score
+    margin = game.score()
+    m = searched(game, simulations=100, score_utility=0.5)
+    t = m.trees
+    pass_child = t.child[0, 0, 25]
+    share = 2 / np.pi * np.arctan(-margin / 10.0)  # white's view, scale 2.0 points a line
+    assert t.value[0, pass_child] == pytest.approx((-1 + 0.5 * share) / 1.5, abs=1e-6)
+    assert -1 < t.value[0, pass_child] < -0.5
+    assert m.root_stats(0).best_move == 25  # the win is still taken
+    check_tree(m, 0, game)
+    m.play(0, 25)
+    assert m.is_over(0) and m.final_value(0) == -1.0  # white to move, lost: the result alone

@@ -194,3 +194,28 @@ def test_cuda_matches_cpu() -> None:
     np.testing.assert_allclose(vg, vc, atol=1e-4)
     pb, _ = Evaluator(net, device="cuda", precision="auto", compile=False)(planes)
     np.testing.assert_allclose(pb.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_a_score_utility_mixes_the_score_heads_margin_into_the_values() -> None:
+    """score_utility w: values = (v + w 2/pi atan(score / (scale N))) / (1 + w), v and score
+    the network's own (`evaluate_aux`); priors unchanged; a network without the score head
+    gives its value alone."""
+    net = make_network(7, 2, 8, seed=2, aux=True)
+    with torch.no_grad():
+        net.score_fc.bias.fill_(0.3)  # margins of about 0.3 * 49 points: far from zero
+    planes = _planes(6, 7, 3)
+    plain = _fp32(net)
+    scored = Evaluator(net, device="cpu", precision="fp32", compile=False, score_utility=0.4)
+    priors, values, _, score = plain.evaluate_aux(planes)
+    got_priors, got_values = scored(planes)
+    share = 2 / np.pi * np.arctan(score / (2.0 * 7))
+    np.testing.assert_allclose(got_values, (values + 0.4 * share) / 1.4, atol=1e-5)
+    np.testing.assert_allclose(got_priors, priors, atol=1e-6)
+    assert (np.abs(got_values) <= 1).all() and not np.allclose(got_values, values, atol=1e-3)
+    np.testing.assert_array_equal(plain(planes)[1], values)
+    no_head = make_network(7, 2, 8, seed=2)
+    ev = Evaluator(no_head, device="cpu", precision="fp32", compile=False, score_utility=0.4)
+    assert ev.score_utility == 0.0
+    np.testing.assert_array_equal(ev(planes)[1], _fp32(no_head)(planes)[1])
+    with pytest.raises(ValueError, match="score_utility"):
+        Evaluator(net, device="cpu", score_utility=-0.1)
