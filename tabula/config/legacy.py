@@ -28,14 +28,15 @@ ALWAYS_WRITTEN = {
     "evaluation": ("gating_games", "gating_threshold", "simulations"),
     "pipeline": ("name", "iterations", "seed"),
 }
-#: The format of the configs this version writes (``pipeline.config_version``): 7 since a
+#: The format of the configs this version writes (``pipeline.config_version``): 8 since the
+#: quick start plays its anchors every sixth iteration, 7 since a
 #: budgeted run's last iteration shrinks to the games that fit in its budget, 6 since the
 #: quick start is a wall-clock budget with anchor games every third iteration, 5 since the
 #: quick start's network takes the liberty planes, 4 since the
 #: default learning rate is three times the paper's, 3 since the
 #: default took KataGo's playout caps as KataGo runs them, 2 since the quick start took the
 #: laptop preset's settings (docs/configuration.md); 1 before, when no file said its format.
-CONFIG_VERSION = 7
+CONFIG_VERSION = 8
 #: Per older format, the fields whose default changed when the next format came, and what a file
 #: of that format meant by leaving them out. Format 1 (2 to come): the search's early passes and
 #: own-eye fills (allowed until these switches came, off by default since), and the switches
@@ -44,7 +45,7 @@ CONFIG_VERSION = 7
 #: 3 (4 to come): the paper's learning rates. Format 4 (5 to come): the 17 planes of stones alone.
 #: Format 5 (6 to come): no budget of its own, a budget's end at the first boundary past it, and
 #: the anchors and the random player every iteration. Format 6 (7 to come): a budget's last
-#: iteration whole or not at all.
+#: iteration whole or not at all. Format 7 (8 to come): the anchors every third iteration.
 CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     1: {
         ("search", "early_pass"): True,
@@ -75,6 +76,9 @@ CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     },
     6: {
         ("pipeline", "budget_shrink"): None,
+    },
+    7: {
+        ("evaluation", "anchor_every"): 3,
     },
 }
 

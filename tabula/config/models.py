@@ -575,7 +575,7 @@ class EvaluationConfig(_Section):
         " whose program is not installed is skipped with a notice.",
     )
     anchor_every: int = Field(
-        default=3, ge=1, description="Play the anchors in iterations divisible by this."
+        default=6, ge=1, description="Play the anchors in iterations divisible by this."
     )
     random_every: int | None = Field(
         default=None,
