@@ -8,7 +8,9 @@ package is its numba side:
 - ``gumbel``: the Gumbel search's root schedule, selection and policy target;
 - ``moves``: the per-move work between searches (root statistics, move choice, play);
 - ``reuse``: re-rooting a tree at the played child;
-- ``random``: the per-game SplitMix64 streams.
+- ``random``: the per-game SplitMix64 streams;
+- ``utility``: what the search values a position by, its value and a share of its score
+  (``search.score_utility``), for the evaluator's leaves and the kernels' finished games.
 """
 
 from tabula.mcts.search import (
