@@ -255,15 +255,13 @@ class Evaluator:
         network's score head, margin / N*N), evaluated eagerly."""
         b = planes.shape[0]
         x = torch.from_numpy(self._inputs(planes)).to(self.device)
-        if self.score_utility:
-            x = x.to(torch.float32).contiguous(memory_format=torch.channels_last)
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-                logits, values, _, scores = self._net.forward_aux(x)
-            return logits, values, scores
-        if self.compiled and _bucket(b) != b:
+        if self.compiled and not self.score_utility and _bucket(b) != b:
             x = torch.cat([x, x.new_zeros((_bucket(b) - b, *x.shape[1:]))])
         x = x.to(torch.float32).contiguous(memory_format=torch.channels_last)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            if self.score_utility:
+                logits, values, _, scores = self._net.forward_aux(x)
+                return logits, values, scores
             try:
                 logits, values = self._forward(x)
             except Exception as e:  # any compiler failure: fall back, stay correct
