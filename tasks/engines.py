@@ -47,6 +47,7 @@ class GtpProcess:
         self.timeout_s = timeout_s
         self._stderr = tempfile.TemporaryFile()
         self._buffer = b""
+        self._deadline = 0.0  # of the command `ask` sent last
         try:
             self.proc = subprocess.Popen(
                 list(argv),
@@ -61,12 +62,23 @@ class GtpProcess:
 
     def send(self, command: str) -> tuple[bool, str]:
         """(success, text) of the engine's response to `command`; EngineFailure otherwise."""
+        self.ask(command)
+        return self.answer(command)
+
+    def ask(self, command: str) -> None:
+        """Send `command` without waiting: its deadline starts now, and `answer` reads the
+        response, so that several engines can think at once. EngineFailure if it crashed."""
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(command.encode() + b"\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, ConnectionResetError, ValueError):
             raise self._crashed() from None
+        self._deadline = time.monotonic() + self.timeout_s
+
+    def answer(self, command: str) -> tuple[bool, str]:
+        """(success, text) of the response to `command`, sent with `ask`, within the
+        deadline `ask` set; EngineFailure otherwise."""
         raw = self._read_response(command)
         text = raw.decode("utf-8", errors="replace").replace("\r", "").strip("\n")
         if text[:1] not in ("=", "?"):
@@ -78,7 +90,6 @@ class GtpProcess:
         """Bytes up to the blank line that ends a GTP response (leading blank lines skipped)."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + self.timeout_s
         while True:
             self._buffer = self._buffer.lstrip(b"\r\n")
             end = self._buffer.replace(b"\r", b"").find(b"\n\n")
@@ -88,8 +99,10 @@ class GtpProcess:
                 return clean[:end]
             if len(self._buffer) > self.MAX_RESPONSE:
                 raise EngineFailure(f"garbage answer to {command.split()[0]}: too long")
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            # An answer already in the pipe counts, even once the deadline has passed (read
+            # after another engine's): the deadline runs from `ask`, not from this read.
+            left = max(self._deadline - time.monotonic(), 0.0)
+            if not select.select([fd], [], [], left)[0]:
                 self.close(kill=True)
                 name = command.split()[0]
                 raise EngineFailure(f"timeout: no answer to {name} within {self.timeout_s:g} s")
@@ -196,7 +209,13 @@ class GtpPlayer:
         return None
 
     def genmoves(self, requests: Sequence[MoveRequest]) -> list[int | Failure]:
-        return [self._genmove_slot(r.slot, r.color) for r in requests]
+        """Every slot's engine gets its ``genmove`` before any answer is read, so the engines
+        think at once, on as many cores as there are (GnuGo is single-threaded)."""
+        asked = [self._ask(r.slot, f"genmove {_colour(r.color)}") for r in requests]
+        return [
+            failure if failure is not None else self._genmove_answer(r.slot)
+            for r, failure in zip(requests, asked, strict=True)
+        ]
 
     def observe(self, slot: int, color: int, move: int) -> Failure | None:
         proc = self._procs.get(slot)
@@ -230,14 +249,25 @@ class GtpPlayer:
             self._discard(slot)
             return Failure(FailureKind.FORFEIT, str(failure))
 
-    def _genmove_slot(self, slot: int, color: int) -> int | Failure:
+    def _ask(self, slot: int, command: str) -> Failure | None:
+        """``ask`` the slot's engine ``command``; a forfeit if it is not running or crashed."""
         proc = self._procs.get(slot)
         if proc is None:
             return Failure(FailureKind.FORFEIT, "engine is not running")
-        answer = self._send(slot, proc, f"genmove {_colour(color)}")
-        if isinstance(answer, Failure):
-            return answer
-        ok, text = answer
+        try:
+            proc.ask(command)
+        except EngineFailure as failure:
+            self._discard(slot)
+            return Failure(FailureKind.FORFEIT, str(failure))
+        return None
+
+    def _genmove_answer(self, slot: int) -> int | Failure:
+        """The move the slot's engine answers to the ``genmove`` that `_ask` sent it."""
+        try:
+            ok, text = self._procs[slot].answer("genmove")
+        except EngineFailure as failure:
+            self._discard(slot)
+            return Failure(FailureKind.FORFEIT, str(failure))
         if not ok:
             return Failure(FailureKind.FORFEIT, f"genmove failed: {text}")
         answer = text.strip().lower()
@@ -259,8 +289,8 @@ class GtpPlayer:
 
     def genmove(self, game: Game, color: int) -> int:
         """`tabula.gtp.Player`: replay `game` into a dedicated engine, then ask it."""
-        failure = self.start_game(-1, game, color)
-        answer = failure if failure is not None else self._genmove_slot(-1, color)
+        failure = self.start_game(-1, game, color) or self._ask(-1, f"genmove {_colour(color)}")
+        answer = failure if failure is not None else self._genmove_answer(-1)
         if isinstance(answer, Failure):
             raise EngineFailure(f"{self.name}: {answer.reason}")
         return answer

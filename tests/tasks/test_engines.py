@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tabula.arena import Schedule, play_match, summarize
+from tabula.arena import Failure, MoveRequest, Schedule, play_match, summarize
 from tabula.config import Config
 from tabula.go.game import Game
 from tabula.ladder import engine_name
@@ -101,3 +101,34 @@ def test_gtp_player_as_a_gtp_player(
     finally:
         player.close()
     assert player._procs == {}
+
+
+def test_engines_think_at_once(tmp_path: Path, fake_gtp: Path) -> None:
+    """A round's engines all get their genmove before any answer is read: these four answer
+    only once all four have been asked, so asked one after another the first would time out."""
+    argv = [sys.executable, str(fake_gtp), "good", "--meet", str(tmp_path), "4"]
+    player = GtpPlayer(argv, size=5, komi=0.5, timeout_s=30.0)
+    try:
+        for slot in range(4):
+            assert player.start_game(slot, Game(5, 0.5), 1) is None
+        for _ in range(2):
+            requests = [MoveRequest(slot, Game(5, 0.5), 1) for slot in range(4)]
+            assert player.genmoves(requests) == [25] * 4  # every engine passed
+    finally:
+        player.close()
+    assert len(list(tmp_path.glob("2-*"))) == 4
+
+
+def test_an_answer_waiting_past_its_deadline_counts(tmp_path: Path, fake_gtp: Path) -> None:
+    """The engine read second answered in time, while the reader waited on the first."""
+    engine = [sys.executable, str(fake_gtp)]
+    player = GtpPlayer([*engine, "hang", "--at", "1"], size=5, komi=0.5, timeout_s=1.5)
+    try:
+        assert player.start_game(0, Game(5, 0.5), 1) is None  # slot 0's engine hangs
+        player.argv = [*engine, "good"]
+        assert player.start_game(1, Game(5, 0.5), 1) is None
+        hung, answered = player.genmoves([MoveRequest(s, Game(5, 0.5), 1) for s in range(2)])
+    finally:
+        player.close()
+    assert isinstance(hung, Failure) and hung.reason.startswith("timeout")
+    assert answered == 25
