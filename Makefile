@@ -37,7 +37,7 @@ $(DEV): $(STAMP) pyproject.toml constraints.txt
 
 # numba's compile of self-play's kernels (about 40 CPU-s of one core) once after the install,
 # and again when their sources or the config change, so that the quick start's first iteration
-# loads them from the cache instead of spending its nine minutes compiling.
+# loads them from the cache instead of spending its budget compiling.
 $(KERNELS): $(STAMP) $(wildcard $(CONFIG)) $(shell find tabula model -name '*.py' 2>/dev/null)
 	$(BIN)/tabula compile --config $(CONFIG)
 	touch $(KERNELS)

@@ -92,7 +92,7 @@ def test_a_format_5_file_runs_without_a_budget_and_plays_anchors_every_iteration
     assert (cfg.evaluation.anchor_every, cfg.evaluation.random_every) == (1, 1)
     assert cfg.pipeline.config_version == 5
     today = Config()
-    assert (today.pipeline.hours, today.evaluation.anchor_every) == (0.15, 6)
+    assert (today.pipeline.hours, today.evaluation.anchor_every) == (0.18, 6)
 
 
 def test_a_format_6_file_runs_its_last_budgeted_iteration_whole_or_not_at_all() -> None:
@@ -109,6 +109,14 @@ def test_a_format_7_file_plays_its_anchors_every_third_iteration() -> None:
     data["evaluation"].pop("anchor_every")
     assert Config.model_validate(data).evaluation.anchor_every == 3
     assert Config().evaluation.anchor_every == 6
+
+
+def test_a_format_8_file_learns_for_nine_minutes() -> None:
+    data = Config().model_dump()
+    data["pipeline"]["config_version"] = 8
+    data["pipeline"].pop("hours")
+    assert Config.model_validate(data).pipeline.hours == 0.15
+    assert Config().pipeline.hours == 0.18
 
 
 def test_paper_preset_has_the_papers_numbers() -> None:
@@ -477,7 +485,7 @@ def test_a_config_written_in_full_before_a_switch_existed_loads_as_it_ran() -> N
     }  # fmt: skip
     partial = parse_config("search:\n  simulations: 32\nnetwork:\n  blocks: 2\n")
     assert partial.search.algorithm == "gumbel" and partial.network.aux_heads
-    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 8
+    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 9
     assert parse_config(dump_config(frozen)) == frozen  # the dump says format 1
 
 
@@ -540,7 +548,7 @@ def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() ->
     deleted gets today's default; a file that says format 1 gets what format 1 ran with; a
     format from a newer tabula is refused with one line."""
     data = yaml.safe_load(dump_config(load_config(None)))
-    assert data["pipeline"]["config_version"] == 8
+    assert data["pipeline"]["config_version"] == 9
     del data["search"]["algorithm"], data["evaluation"]["gating"]
     today = parse_config(yaml.safe_dump(data))
     assert today.search.algorithm == "gumbel" and today.evaluation.gating is False
@@ -548,13 +556,13 @@ def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() ->
     assert old.search.algorithm == "puct" and old.network.aux_heads is False
     assert old.search.simulations == 32 and old.pipeline.config_version == 1
     for path in PRESETS:
-        assert load_config(path).pipeline.config_version == 8, path.name
+        assert load_config(path).pipeline.config_version == 9, path.name
     newer = "new.yaml: pipeline.config_version: written by a newer tabula: this one reads formats "
-    for text in ("pipeline:\n  config_version: 9\n",
-                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 9\n"):  # fmt: skip
+    for text in ("pipeline:\n  config_version: 10\n",
+                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 10\n"):  # fmt: skip
         with pytest.raises(ConfigError) as e:
             parse_config(text, source="new.yaml")
-        assert str(e.value) == newer + "up to 8 (got 9)"
+        assert str(e.value) == newer + "up to 9 (got 10)"
     for text, key in [
         ("pipeline:\n  config_version: true\n", "pipeline.config_version"),
         ("pipeline:\n  config_version: 1.0\n", "pipeline.config_version"),

@@ -28,7 +28,8 @@ ALWAYS_WRITTEN = {
     "evaluation": ("gating_games", "gating_threshold", "simulations"),
     "pipeline": ("name", "iterations", "seed"),
 }
-#: The format of the configs this version writes (``pipeline.config_version``): 8 since the
+#: The format of the configs this version writes (``pipeline.config_version``): 9 since the
+#: quick start learns for 0.18 hours, 8 since the
 #: quick start plays its anchors every sixth iteration, 7 since a
 #: budgeted run's last iteration shrinks to the games that fit in its budget, 6 since the
 #: quick start is a wall-clock budget with anchor games every third iteration, 5 since the
@@ -36,7 +37,7 @@ ALWAYS_WRITTEN = {
 #: default learning rate is three times the paper's, 3 since the
 #: default took KataGo's playout caps as KataGo runs them, 2 since the quick start took the
 #: laptop preset's settings (docs/configuration.md); 1 before, when no file said its format.
-CONFIG_VERSION = 8
+CONFIG_VERSION = 9
 #: Per older format, the fields whose default changed when the next format came, and what a file
 #: of that format meant by leaving them out. Format 1 (2 to come): the search's early passes and
 #: own-eye fills (allowed until these switches came, off by default since), and the switches
@@ -46,6 +47,7 @@ CONFIG_VERSION = 8
 #: Format 5 (6 to come): no budget of its own, a budget's end at the first boundary past it, and
 #: the anchors and the random player every iteration. Format 6 (7 to come): a budget's last
 #: iteration whole or not at all. Format 7 (8 to come): the anchors every third iteration.
+#: Format 8 (9 to come): nine minutes of learning (0.15 hours).
 CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     1: {
         ("search", "early_pass"): True,
@@ -79,6 +81,9 @@ CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     },
     7: {
         ("evaluation", "anchor_every"): 3,
+    },
+    8: {
+        ("pipeline", "hours"): 0.15,
     },
 }
 

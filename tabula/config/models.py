@@ -637,7 +637,7 @@ class PipelineConfig(_Section):
         " --iterations, --core-hours nor --hours) on a run that has none yet; None: no budget.",
     )
     hours: float | None = Field(
-        default=0.15,
+        default=0.18,
         gt=0,
         description="The run's wall-clock budget in hours, likewise; None: no budget.",
     )
