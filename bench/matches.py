@@ -16,7 +16,8 @@ and seeds:
 
 Per match: wall seconds, CPU-seconds of this process (the network's search) and of the GnuGo
 processes, the cores busy ((both) ÷ (wall × cores)), and whether the two ways played the same
-games move for move (they should: each process plays its own game from its own seed).
+games move for move (they should: each process plays its own game from its own seed). A first
+match of two games, not counted, warms the process up.
 """
 
 from __future__ import annotations
@@ -92,7 +93,10 @@ def play(cfg: Config, model: Path, level: int, games: int, way: str) -> dict[str
 
 
 def measure(cfg: Config, model: Path, levels: Sequence[int], games: int) -> list[dict[str, Any]]:
-    """Both ways at each level, the baseline first; the moves compared, then dropped."""
+    """Both ways at each level, the baseline first; the moves compared, then dropped. A first
+    match of two games, not counted, loads the search's kernels (about 25 CPU-s of numba's
+    cache on a 2-core AMD EPYC), which would otherwise fall on the first match measured."""
+    play(cfg, model, levels[0], 2, WAYS[1])
     rows = []
     for level in levels:
         pair = [play(cfg, model, level, games, way) for way in WAYS]
