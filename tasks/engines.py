@@ -241,13 +241,11 @@ class GtpPlayer:
     # -- one game ------------------------------------------------------------------------
 
     def _send(self, slot: int, proc: GtpProcess, command: str) -> tuple[bool, str] | Failure:
-        """``proc.send(command)``; an engine that crashed or timed out is discarded (the slot's
-        next game starts a fresh one) and this game is its forfeit."""
+        """``proc.send(command)``, or the forfeit of an engine that crashed or timed out."""
         try:
             return proc.send(command)
         except EngineFailure as failure:
-            self._discard(slot)
-            return Failure(FailureKind.FORFEIT, str(failure))
+            return self._forfeit(slot, failure)
 
     def _ask(self, slot: int, command: str) -> Failure | None:
         """``ask`` the slot's engine ``command``; a forfeit if it is not running or crashed."""
@@ -257,8 +255,7 @@ class GtpPlayer:
         try:
             proc.ask(command)
         except EngineFailure as failure:
-            self._discard(slot)
-            return Failure(FailureKind.FORFEIT, str(failure))
+            return self._forfeit(slot, failure)
         return None
 
     def _genmove_answer(self, slot: int) -> int | Failure:
@@ -266,8 +263,7 @@ class GtpPlayer:
         try:
             ok, text = self._procs[slot].answer("genmove")
         except EngineFailure as failure:
-            self._discard(slot)
-            return Failure(FailureKind.FORFEIT, str(failure))
+            return self._forfeit(slot, failure)
         if not ok:
             return Failure(FailureKind.FORFEIT, f"genmove failed: {text}")
         answer = text.strip().lower()
@@ -281,6 +277,12 @@ class GtpPlayer:
             return Failure(FailureKind.FORFEIT, f"illegal move {answer.upper()}")
         self._discard(slot)  # its state is unknown now
         return Failure(FailureKind.FORFEIT, f"garbage answer to genmove: {text[:60]!r}")
+
+    def _forfeit(self, slot: int, failure: EngineFailure) -> Failure:
+        """The slot's engine crashed or timed out: discarded (the slot's next game starts a
+        fresh one), and this game is its forfeit."""
+        self._discard(slot)
+        return Failure(FailureKind.FORFEIT, str(failure))
 
     def _discard(self, slot: int) -> None:
         proc = self._procs.pop(slot, None)
