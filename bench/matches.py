@@ -23,7 +23,6 @@ match of two games, not counted, warms the process up.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
@@ -38,14 +37,15 @@ from rich.table import Table
 
 from bench.genmove import quickstart_model
 from bench.provenance import commit, machine
+from model.files import write_json
 from tabula.arena import MoveRequest, Schedule, play_match, summarize
 from tabula.config import Config, load_config
+from tabula.ladder import gnugo_spec
 from tabula.openings import match_openings
 from tasks.engines import GtpPlayer
 from tasks.players import PlayerSpecError, make_player, resolve_command
 
 ROOT = Path(__file__).resolve().parents[1]
-GNUGO = "gnugo --mode gtp --chinese-rules --positional-superko --capture-all-dead --level {}"
 WAYS = ("one after another", "at once")
 
 
@@ -66,7 +66,7 @@ def cpu_seconds(who: int) -> float:
 
 def play(cfg: Config, model: Path, level: int, games: int, way: str) -> dict[str, Any]:
     """One anchor match of ``games`` games; its times, its result and its games' moves."""
-    argv = resolve_command(GNUGO.format(level))
+    argv = resolve_command(gnugo_spec(level).removeprefix("gtp:"))
     kind = OneAfterAnother if way == WAYS[0] else GtpPlayer
     gnugo = kind(argv, cfg.rules.board_size, cfg.rules.komi, cfg.evaluation.match_timeout_s)
     ours = make_player(f"mcts:{model}", cfg, seed=1)
@@ -150,7 +150,7 @@ def main() -> None:
     except ValueError:
         parser.error(f"--levels {args.levels!r}: GnuGo levels from 0 to 10, comma-separated")
     try:
-        resolve_command(GNUGO.format(1))
+        resolve_command(gnugo_spec(1).removeprefix("gtp:"))
     except PlayerSpecError as error:  # GnuGo is not installed
         raise SystemExit(f"bench/matches.py: {error}") from None
     cfg = load_config(ROOT / "configs/quickstart.yaml", [])
@@ -162,9 +162,7 @@ def main() -> None:
         out = {"benchmark": "matches", "date": time.strftime("%Y-%m-%d"), **commit(ROOT),
                **machine(), "games": args.games, "model": "given" if args.model else "fresh",
                "rows": rows}  # fmt: skip
-        tmp_path = args.json.with_name(args.json.name + ".tmp")
-        tmp_path.write_text(json.dumps(out, indent=2) + "\n")
-        tmp_path.replace(args.json)
+        write_json(args.json, out)
         print(f"wrote {args.json}", file=sys.stderr)
 
 
