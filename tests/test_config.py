@@ -95,28 +95,22 @@ def test_a_format_5_file_runs_without_a_budget_and_plays_anchors_every_iteration
     assert (today.pipeline.hours, today.evaluation.anchor_every) == (0.18, 6)
 
 
-def test_a_format_6_file_runs_its_last_budgeted_iteration_whole_or_not_at_all() -> None:
+@pytest.mark.parametrize(
+    ("version", "section", "field", "then", "now"),
+    [
+        (6, "pipeline", "budget_shrink", None, 0.25),  # the last iteration whole or not at all
+        (7, "evaluation", "anchor_every", 3, 6),  # the anchors every third iteration
+        (8, "pipeline", "hours", 0.15, 0.18),  # nine minutes of learning
+    ],
+)
+def test_a_file_of_an_older_format_reads_a_field_left_out_as_it_ran(
+    version: int, section: str, field: str, then: object, now: object
+) -> None:
     data = Config().model_dump()
-    data["pipeline"]["config_version"] = 6
-    data["pipeline"].pop("budget_shrink")
-    assert Config.model_validate(data).pipeline.budget_shrink is None
-    assert Config().pipeline.budget_shrink == 0.25
-
-
-def test_a_format_7_file_plays_its_anchors_every_third_iteration() -> None:
-    data = Config().model_dump()
-    data["pipeline"]["config_version"] = 7
-    data["evaluation"].pop("anchor_every")
-    assert Config.model_validate(data).evaluation.anchor_every == 3
-    assert Config().evaluation.anchor_every == 6
-
-
-def test_a_format_8_file_learns_for_nine_minutes() -> None:
-    data = Config().model_dump()
-    data["pipeline"]["config_version"] = 8
-    data["pipeline"].pop("hours")
-    assert Config.model_validate(data).pipeline.hours == 0.15
-    assert Config().pipeline.hours == 0.18
+    data["pipeline"]["config_version"] = version
+    data[section].pop(field)
+    assert getattr(getattr(Config.model_validate(data), section), field) == then
+    assert getattr(getattr(Config(), section), field) == now
 
 
 def test_paper_preset_has_the_papers_numbers() -> None:
