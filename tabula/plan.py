@@ -281,11 +281,18 @@ HOUR = 3600.0
 @dataclass(frozen=True)
 class Spend:
     """What a run had spent, over all its processes, when ``iteration`` finished: ``cpu_s``
-    CPU-seconds and ``wall_s`` wall seconds (cumulative, as ``budget.json`` records them)."""
+    CPU-seconds and ``wall_s`` wall seconds (cumulative, as ``budget.json`` records them).
+
+    matches_cpu_s, matches_wall_s: what this iteration's anchor matches alone cost (not
+    cumulative). They come every ``evaluation.anchor_every`` iterations and in a run's last, so
+    they are predicted apart from the rest, which changes slowly (`predicted_cost`).
+    """
 
     iteration: int
     cpu_s: float
     wall_s: float
+    matches_cpu_s: float = 0.0
+    matches_wall_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -307,8 +314,13 @@ class RunState:
     games, shrink: ``selfplay.games`` and ``pipeline.budget_shrink``: such an iteration plays
         the games that fit in what is left of the budget instead, when they are at least
         ``shrink`` of ``games`` (None: it never shrinks).
-    fixed_cpu_s, fixed_wall_s: what the last finished iteration spent outside self-play and
-        training, which a shrunk iteration still spends (its matches, the bookkeeping).
+    fixed_cpu_s, fixed_wall_s: what the last finished iteration spent outside self-play,
+        training and its anchor matches, which a shrunk iteration still spends (the gate, the
+        bookkeeping).
+    anchor_every: the iterations divisible by it play the anchor matches, and so does the last
+        one the run is planned for (`tasks.evaluate.anchors_to_play`): their cost, the latest
+        such matches' (`Spend.matches_cpu_s`), is added to those iterations' predicted cost and
+        kept for the last one. None: the run plays none.
     """
 
     iteration: int
@@ -327,6 +339,7 @@ class RunState:
     shrink: float | None = None
     fixed_cpu_s: float = 0.0
     fixed_wall_s: float = 0.0
+    anchor_every: int | None = None
 
     @classmethod
     def first(cls, iterations: int) -> RunState:
@@ -360,23 +373,27 @@ def next_iteration(training: TrainingConfig, state: RunState) -> NextIteration:
 
     Planned iterations: those done, plus what is left of the budget divided by the mean cost
     of the last `RECENT` finished ones, rounded up (with ``overshoot``: the whole iterations
-    that fit in what is left of the budget and that fraction more), at least one more
+    that fit in what is left of the budget and that fraction more; anchor matches spread over
+    the iterations that play them, and those of the last kept aside), at least one more
     (``asked``, else ``default``, before any finished; the count asked without a budget); never
     more than asked. Schedule:
     ``training.lr_boundaries`` (``lr_schedule: steps``), or ``lr_fractions`` of the steps the
     planned run trains in all: ``iterations x training.steps``, or with steps sized to the data
     (``samples_per_row``) the steps trained so far plus as many as the last iteration trained
     (``training.steps`` before any) for each iteration left, so that the schedule is
-    re-estimated as the games change length.
+    re-estimated as the games change length. An iteration that would end the run more than
+    ``overshoot`` past its budget, with the anchor matches it plays (in turn, or as the last
+    planned), does not start, or with ``shrink`` plays the games that fit (`_shrunk_games`).
     """
     planned = _planned_iterations(state)
     if state.asked is not None:
         planned = min(planned, state.asked)
     done = state.asked is not None and state.iteration > state.asked
-    games = None if state.started else _shrunk_games(state)
+    final = planned <= state.iteration  # (it plays the anchors)
+    games = None if state.started else _shrunk_games(state, final)
     if games is not None:  # the last: its plan plays the anchors
         planned = state.iteration
-    over = games is None and _would_overshoot(state)
+    over = games is None and _would_overshoot(state, final)
     spent = not state.started and (_spent_fraction(state) >= 1.0 or over)
     if training.samples_per_row is None:
         total = planned * training.steps
@@ -403,39 +420,67 @@ def _spent_fraction(state: RunState) -> float:
 
 
 def predicted_cost(spent: Sequence[Spend], what: str) -> float:
-    """The next iteration's cost in ``what`` ("cpu_s" or "wall_s"), from the run's cumulative
-    records ``spent`` (oldest first): the last iteration's cost plus the mean change per
-    iteration over the last `RECENT` (games lengthen and training grows with the window), at
-    least 0; 0 before any iteration finished. The run's first iteration counts only while it
-    is the only one (`_settled`)."""
-    totals = [0.0, *(float(getattr(s, what)) for s in spent)]
-    costs = _settled(spent, [b - a for a, b in pairwise(totals)])[-RECENT:]
+    """The next iteration's cost in ``what`` ("cpu_s" or "wall_s") without anchor matches, from
+    the run's cumulative records ``spent`` (oldest first): the last iteration's cost plus the
+    mean change per iteration over the last `RECENT` (games lengthen and training grows with
+    the window), at least 0; 0 before any iteration finished. Each iteration counts without its
+    anchor matches (`Spend.matches_cpu_s`, predicted apart: `_matches_cost`), and the run's
+    first only while it is the only one (`_settled`)."""
+    points = _steady_points(spent, what)
+    costs = [b - a for (_, a), (_, b) in pairwise(points)][-RECENT:]
     if not costs:
         return 0.0
     trend = (costs[-1] - costs[0]) / (len(costs) - 1) if len(costs) > 1 else 0.0
     return max(0.0, costs[-1] + trend)
 
 
-def _would_overshoot(state: RunState) -> bool:
-    """The next iteration, at its predicted cost, ends past the budget by more than
-    ``state.overshoot`` (never without one, or before any iteration finished)."""
+def _matches_cost(state: RunState, what: str) -> float:
+    """What an iteration's anchor matches are expected to cost in ``what``: the most that
+    those of the last ``anchor_every`` + `RECENT` finished iterations did (the matches
+    lengthen as the network learns); 0 when the run plays none or none has yet."""
+    if state.anchor_every is None:
+        return 0.0
+    recent = [s for s in state.spent if s.iteration < state.iteration]
+    recent = recent[-(state.anchor_every + RECENT) :]
+    return max((float(getattr(s, f"matches_{what}")) for s in recent), default=0.0)
+
+
+def _plays_anchors(state: RunState, last: bool) -> bool:
+    """Whether the next iteration plays the anchor matches (`RunState.anchor_every`)."""
+    every = state.anchor_every
+    return every is not None and (last or state.iteration % every == 0)
+
+
+def _next_cost(state: RunState, what: str, last: bool) -> float:
+    """The next iteration's predicted cost in ``what``: `predicted_cost`, and its anchor
+    matches when it plays them (as the run's ``last`` iteration, or in turn)."""
+    done = [s for s in state.spent if s.iteration < state.iteration]
+    matches = _matches_cost(state, what) if _plays_anchors(state, last) else 0.0
+    return predicted_cost(done, what) + matches
+
+
+def _would_overshoot(state: RunState, last: bool) -> bool:
+    """The next iteration (the ``last`` the run is planned for, or not), at its predicted cost,
+    ends past the budget by more than ``state.overshoot`` (never without one, or before any
+    iteration finished)."""
     done = [s for s in state.spent if s.iteration < state.iteration]
     if state.overshoot is None or not done:
         return False
     after = spent_fraction(
         state.core_hours,
         state.hours,
-        state.cpu_s + predicted_cost(done, "cpu_s"),
-        state.wall_s + predicted_cost(done, "wall_s"),
+        state.cpu_s + _next_cost(state, "cpu_s", last),
+        state.wall_s + _next_cost(state, "wall_s", last),
     )
     return after > 1.0 + state.overshoot
 
 
 def _fitting_share(state: RunState) -> float:
     """The share of the next iteration's self-play and training that fits in what is left of
-    the budget once its fixed cost is paid (the last iteration's, `RunState.fixed_cpu_s`), at
-    the predicted cost of the whole iteration; the tighter of the CPU and wall limits (inf
-    without a limit or a finished iteration)."""
+    the budget once its fixed cost (the last iteration's, `RunState.fixed_cpu_s`) and its anchor
+    matches are paid (a shrunk iteration is the run's last, which plays them), at the predicted
+    cost of the whole iteration; the tighter of the CPU and wall limits (inf without a limit or
+    a finished iteration)."""
     done = [s for s in state.spent if s.iteration < state.iteration]
     shares = [math.inf]
     for limit, used, what, fixed in (
@@ -443,17 +488,18 @@ def _fitting_share(state: RunState) -> float:
         (state.hours, state.wall_s, "wall_s", state.fixed_wall_s),
     ):
         scaled = (predicted_cost(done, what) if done else 0.0) - fixed
+        paid = fixed + _matches_cost(state, what)
         if limit is not None and scaled > 0:
-            shares.append(max(0.0, limit * HOUR - used - fixed) / scaled)
+            shares.append(max(0.0, limit * HOUR - used - paid) / scaled)
     return min(shares)
 
 
-def _shrunk_games(state: RunState) -> int | None:
-    """The games of a next iteration that would end past the budget by more than the
-    overshoot, cut to the share of it that fits in the budget (`_fitting_share`), when that is
-    at least ``state.shrink`` of ``state.games``; None: the iteration runs whole, or not at
-    all."""
-    if state.shrink is None or state.games is None or not _would_overshoot(state):
+def _shrunk_games(state: RunState, last: bool) -> int | None:
+    """The games of a next iteration (the ``last`` the run is planned for, or not) that would
+    end past the budget by more than the overshoot, cut to the share of it that fits in the
+    budget with the anchor matches of a run's last (`_fitting_share`), when that is at least
+    ``state.shrink`` of ``state.games``; None: the iteration runs whole, or not at all."""
+    if state.shrink is None or state.games is None or not _would_overshoot(state, last):
         return None
     share = _fitting_share(state)
     if share < state.shrink:
@@ -471,14 +517,27 @@ def _planned_iterations(state: RunState) -> int:
     # With an overshoot the run stops before the iteration that would pass the budget by more
     # (`_would_overshoot`), so it plans the whole iterations that fit in the budget and that
     # much more (an iteration shrunk to fit after them is planned when it starts, as the last:
-    # `next_iteration`); without, it runs the one that crosses the budget too.
+    # `next_iteration`); without, it runs the one that crosses the budget too. The anchor
+    # matches of the last are kept aside, and those in turn spread over the iterations.
     last, left, room = spent[-1], [math.inf], 1.0 + (state.overshoot or 0.0)
-    if state.core_hours is not None:
-        left.append((room * state.core_hours * HOUR - last.cpu_s) / _mean_cost(spent, "cpu_s"))
-    if state.hours is not None:
-        left.append((room * state.hours * HOUR - last.wall_s) / _mean_cost(spent, "wall_s"))
+    for limit, what in ((state.core_hours, "cpu_s"), (state.hours, "wall_s")):
+        if limit is not None:
+            matches = _matches_cost(state, what)
+            every = _mean_cost(spent, what) + matches / (state.anchor_every or 1)
+            left.append((room * limit * HOUR - getattr(last, what) - matches) / every)
     whole = math.ceil if state.overshoot is None else math.floor
     return done + max(1, whole(min(left)))
+
+
+def _steady_points(spent: Sequence[Spend], what: str) -> list[tuple[int, float]]:
+    """(iteration, cumulative cost in ``what`` without anchor matches) of each record of
+    ``spent``, after (0, 0), the run's first iteration left out once another finished
+    (`_settled`)."""
+    points, matches = [(0, 0.0)], 0.0
+    for s in spent:
+        matches += float(getattr(s, f"matches_{what}"))
+        points.append((s.iteration, float(getattr(s, what)) - matches))
+    return _settled(spent, points)
 
 
 def _settled(spent: Sequence[Spend], items: list) -> list:
@@ -492,9 +551,9 @@ def _settled(spent: Sequence[Spend], items: list) -> list:
 
 
 def _mean_cost(spent: list[Spend], what: str) -> float:
-    """Mean cost of the last `RECENT` iterations in ``spent`` (cumulative records), the run's
-    first left out once another has finished (`_settled`)."""
-    points = _settled(spent, [(0, 0.0), *((s.iteration, float(getattr(s, what))) for s in spent)])
+    """Mean cost of the last `RECENT` iterations in ``spent`` (cumulative records) without
+    their anchor matches (`_steady_points`)."""
+    points = _steady_points(spent, what)
     (i0, v0), (i1, v1) = points[max(0, len(points) - 1 - RECENT)], points[-1]
     return max((v1 - v0) / max(1, i1 - i0), 1e-9)
 

@@ -16,6 +16,7 @@ from prefect import task
 
 from tabula.config import Config
 from tabula.plan import (
+    RECENT,
     IterationPlan,
     NextIteration,
     RunState,
@@ -30,7 +31,14 @@ from tasks.run.budget import read_budget
 from tasks.run.cputime import Meter
 from tasks.run.layout import RunLayout, reset_dir
 from tasks.run.markers import champion, finished, resumable
-from tasks.run.records import InitRecord, SelfplayRecord, Spent, Stage, TrainRecord
+from tasks.run.records import (
+    EvaluationRecord,
+    InitRecord,
+    SelfplayRecord,
+    Spent,
+    Stage,
+    TrainRecord,
+)
 
 
 @task(name="init-model", task_run_name="init-model", **IO_RETRIES)
@@ -58,39 +66,67 @@ def upcoming(
     the games it plays when it shrinks to end within the budget (``pipeline.budget_shrink``)."""
     budget = read_budget(layout)
     cpu, wall = meter.totals()
+    every = cfg.evaluation.anchor_every if cfg.evaluation.anchor_games else None
+    spent = _spends(layout, budget.spent, (every or 1) + RECENT + 1)
     state = replace(
         _trained(cfg, layout, i, asked),
         core_hours=budget.core_hours,
         hours=budget.hours,
         cpu_s=cpu,
         wall_s=wall,
-        spent=tuple(Spend(s.iteration, s.cpu_s, s.wall_s) for s in budget.spent),
+        spent=spent,
         started=layout.marker(i, Stage.PLAN.marker_name()).exists(),
         overshoot=cfg.pipeline.budget_overshoot,
         games=cfg.selfplay.games,
         shrink=cfg.pipeline.budget_shrink,
+        anchor_every=every,
     )
     if budget.spent:
-        state = replace(state, **_fixed_costs(budget.spent))
+        state = replace(state, **_fixed_costs(budget.spent, spent[-1]))
     return next_iteration(cfg.training, state)
+
+
+def _spends(layout: RunLayout, spent: Sequence[Spent], recent: int) -> tuple[Spend, ...]:
+    """The budget's records as the planner reads them, each of the ``recent`` newest with what
+    its anchor matches cost: the ``evaluate`` stage's CPU and wall seconds in the share its
+    anchor matches took of its games' seconds (the rest is the gate's)."""
+    out = []
+    for k, s in enumerate(spent):
+        share = _anchor_share(layout, s.iteration) if k >= len(spent) - recent else 0.0
+        cpu = share * s.stages.get("evaluate", 0.0)
+        wall = share * s.stage_wall_s.get("evaluate", 0.0)
+        out.append(Spend(s.iteration, s.cpu_s, s.wall_s, cpu, wall))
+    return tuple(out)
+
+
+def _anchor_share(layout: RunLayout, i: int) -> float:
+    """The share of iteration ``i``'s match seconds its anchor matches took (0: none, or its
+    evaluation not recorded)."""
+    evaluated = finished(layout, i, Stage.EVALUATE, EvaluationRecord)
+    if evaluated is None:
+        return 0.0
+    anchors = sum(a.seconds for a in evaluated.anchors.values())
+    games = anchors + evaluated.gate.seconds
+    return anchors / games if games > 0 else 0.0
 
 
 #: The stages whose cost scales with an iteration's self-play games.
 SCALED = ("selfplay", "train")
 
 
-def _fixed_costs(spent: Sequence[Spent]) -> dict[str, float]:
+def _fixed_costs(spent: Sequence[Spent], matches: Spend) -> dict[str, float]:
     """What the last finished iteration of ``spent`` (cumulative records) spent outside
-    self-play and training, in CPU and wall seconds (`tabula.plan.RunState.fixed_cpu_s`)."""
+    self-play, training and its anchor matches (``matches``: its planner's record), in CPU and
+    wall seconds (`tabula.plan.RunState.fixed_cpu_s`)."""
     last = spent[-1]
     before = spent[-2] if len(spent) > 1 else Spent(0, 0.0, 0.0, {})
     out = {}
-    for key, cost, stages in (
-        ("fixed_cpu_s", last.cpu_s - before.cpu_s, last.stages),
-        ("fixed_wall_s", last.wall_s - before.wall_s, last.stage_wall_s),
+    for key, cost, stages, played in (
+        ("fixed_cpu_s", last.cpu_s - before.cpu_s, last.stages, matches.matches_cpu_s),
+        ("fixed_wall_s", last.wall_s - before.wall_s, last.stage_wall_s, matches.matches_wall_s),
     ):  # (0 where the stages were not recorded: runs of before)
         scaled = sum(stages.get(k, 0.0) for k in SCALED)
-        out[key] = max(0.0, cost - scaled) if scaled > 0 else 0.0
+        out[key] = max(0.0, cost - scaled - played) if scaled > 0 else 0.0
     return out
 
 
