@@ -284,8 +284,9 @@ class Spend:
     CPU-seconds and ``wall_s`` wall seconds (cumulative, as ``budget.json`` records them).
 
     matches_cpu_s, matches_wall_s: what this iteration's anchor matches alone cost (not
-    cumulative). They come every ``evaluation.anchor_every`` iterations and in a run's last, so
-    they are predicted apart from the rest, which changes slowly (`predicted_cost`).
+    cumulative; the random player's when it comes with them). They come every
+    ``evaluation.anchor_every`` iterations and in a run's last, so they are predicted apart
+    from the rest, which changes slowly (`predicted_cost`).
     """
 
     iteration: int
@@ -318,9 +319,10 @@ class RunState:
         training and its anchor matches, which a shrunk iteration still spends (the gate, the
         bookkeeping).
     anchor_every: the iterations divisible by it play the anchor matches, and so does the last
-        one the run is planned for (`tasks.evaluate.anchors_to_play`): their cost, the latest
-        such matches' (`Spend.matches_cpu_s`), is added to those iterations' predicted cost and
-        kept for the last one. None: the run plays none.
+        one the run is planned for (`tasks.evaluate.anchors_to_play`): their cost, the most
+        that recent ones cost (`Spend.matches_cpu_s`, `_matches_cost`), is added to those
+        iterations' predicted cost and kept for the last one; 0 until an iteration that played
+        them has finished. None: the run plays none.
     """
 
     iteration: int

@@ -67,7 +67,9 @@ def upcoming(
     budget = read_budget(layout)
     cpu, wall = meter.totals()
     every = cfg.evaluation.anchor_every if cfg.evaluation.anchor_games else None
-    spent = _spends(layout, budget.spent, (every or 1) + RECENT + 1)
+    # (the random player comes with the anchors unless it has its own turn: a steady cost)
+    own_turn = {"random"} if cfg.evaluation.random_every is not None else set()
+    spent = _spends(layout, budget.spent, (every or 1) + RECENT + 1, own_turn)
     state = replace(
         _trained(cfg, layout, i, asked),
         core_hours=budget.core_hours,
@@ -86,27 +88,30 @@ def upcoming(
     return next_iteration(cfg.training, state)
 
 
-def _spends(layout: RunLayout, spent: Sequence[Spent], recent: int) -> tuple[Spend, ...]:
+def _spends(
+    layout: RunLayout, spent: Sequence[Spent], recent: int, steady: set[str]
+) -> tuple[Spend, ...]:
     """The budget's records as the planner reads them, each of the ``recent`` newest with what
     its anchor matches cost: the ``evaluate`` stage's CPU and wall seconds in the share its
-    anchor matches took of its games' seconds (the rest is the gate's)."""
+    anchor matches took of its games' seconds (the rest is the gate's, and that of the matches
+    named in ``steady``, which play in turns of their own)."""
     out = []
     for k, s in enumerate(spent):
-        share = _anchor_share(layout, s.iteration) if k >= len(spent) - recent else 0.0
+        share = _anchor_share(layout, s.iteration, steady) if k >= len(spent) - recent else 0.0
         cpu = share * s.stages.get("evaluate", 0.0)
         wall = share * s.stage_wall_s.get("evaluate", 0.0)
         out.append(Spend(s.iteration, s.cpu_s, s.wall_s, cpu, wall))
     return tuple(out)
 
 
-def _anchor_share(layout: RunLayout, i: int) -> float:
-    """The share of iteration ``i``'s match seconds its anchor matches took (0: none, or its
-    evaluation not recorded)."""
+def _anchor_share(layout: RunLayout, i: int, steady: set[str]) -> float:
+    """The share of iteration ``i``'s match seconds its anchor matches took, those named in
+    ``steady`` left out (0: none, or its evaluation not recorded)."""
     evaluated = finished(layout, i, Stage.EVALUATE, EvaluationRecord)
     if evaluated is None:
         return 0.0
-    anchors = sum(a.seconds for a in evaluated.anchors.values())
-    games = anchors + evaluated.gate.seconds
+    anchors = sum(a.seconds for name, a in evaluated.anchors.items() if name not in steady)
+    games = sum(a.seconds for a in evaluated.anchors.values()) + evaluated.gate.seconds
     return anchors / games if games > 0 else 0.0
 
 

@@ -312,16 +312,19 @@ def test_anchor_matches_are_predicted_apart_from_the_steady_cost():
     assert not next_iteration(TRAINING, replace(near, core_hours=205 / 3600)).go
 
 
-def _evaluation(gate_s: float, anchors_s: float) -> object:
+def _evaluation(gate_s: float, anchors_s: float, random_s: float | None = None) -> object:
     """An evaluation record whose gate took ``gate_s`` seconds and whose one anchor match
-    took ``anchors_s`` (its games are not read by the planner)."""
+    took ``anchors_s``, with a match against the random player of ``random_s`` (None: none;
+    their games are not read by the planner)."""
     from tabula.arena import MatchSummary
     from tabula.gating import ungated
     from tasks.run.records import AnchorRecord, EvaluationRecord, GateRecord
 
     summary = MatchSummary("net", "gnugo-l1", 20, 5, 15, 0, 0, 0, 0, 3, 2, 0, 60.0)
-    match = AnchorRecord("m", summary, None, None, (), anchors_s)
-    return EvaluationRecord(GateRecord(ungated(), gate_s), {"gnugo-l1": match}, (), {}, None)
+    matches = {"gnugo-l1": AnchorRecord("m", summary, None, None, (), anchors_s)}
+    if random_s is not None:
+        matches["random"] = AnchorRecord("r", summary, None, None, (), random_s)
+    return EvaluationRecord(GateRecord(ungated(), gate_s), matches, (), {}, None)
 
 
 def test_the_planner_reads_each_iterations_anchor_matches_from_its_records(tmp_path: Path):
@@ -339,10 +342,17 @@ def test_the_planner_reads_each_iterations_anchor_matches_from_its_records(tmp_p
                    {"selfplay": 30.0, "train": 20.0, "evaluate": 16.0}))  # fmt: skip
     gated = _evaluation(gate_s=4.0, anchors_s=12.0)
     write_record(layout.marker(2, Stage.EVALUATE.marker_name()), gated)
-    records = _spends(layout, spent, recent=5)
+    records = _spends(layout, spent, recent=5, steady=set())
     assert records[0] == Spend(1, 100.0, 60.0, 0.0, 0.0)  # no evaluation recorded
     assert records[1] == Spend(2, 230.0, 130.0, 22.5, 12.0)  # 3/4 of 30 and of 16
-    assert _spends(layout, spent, recent=0)[1].matches_cpu_s == 0.0  # older: not read
+    assert _spends(layout, spent, recent=0, steady=set())[1].matches_cpu_s == 0.0  # not read
+    # a random player with its own turns (`evaluation.random_every`) is a steady cost
+    both = _evaluation(gate_s=4.0, anchors_s=12.0, random_s=4.0)
+    write_record(layout.marker(2, Stage.EVALUATE.marker_name()), both)
+    assert _spends(layout, spent, recent=5, steady={"random"})[1] == Spend(
+        2, 230.0, 130.0, 18.0, 9.6
+    )
+    assert _spends(layout, spent, recent=5, steady=set())[1].matches_wall_s == pytest.approx(12.8)
     assert _fixed_costs(spent, records[1]) == {"fixed_cpu_s": 12.5, "fixed_wall_s": 8.0}
     assert isinstance(gated, EvaluationRecord)
 
