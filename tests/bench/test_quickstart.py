@@ -1,0 +1,102 @@
+"""`bench.quickstart`: the held-out figures from the champion's side, the paired comparison,
+its usage errors, and one short quick start from a fresh clone, held out against GnuGo."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.quickstart import ROOT, _our_side, paired, summary
+from tasks.players import PlayerSpecError, resolve_command
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "bench.quickstart", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1200)  # fmt: skip
+
+
+def _game(game: int, black: str, winner: int | None, score: float | None) -> dict:
+    return {"game": game, "black": black, "white": "x", "winner": winner, "score": score}
+
+
+def test_a_stored_game_reads_from_the_champions_side() -> None:
+    as_black = _our_side(_game(0, "quickstart/iter-0025", -1, -12.5), seed=7)
+    assert as_black == {"seed": 7, "game": 0, "black": True, "margin": -12.5, "won": False}
+    as_white = _our_side(_game(1, "gnugo-l1", -1, -3.5), seed=7)  # white won: the champion
+    assert as_white["margin"] == 3.5 and as_white["won"] is True and not as_white["black"]
+    aborted = _our_side(_game(2, "gnugo-l1", None, None), seed=8)
+    assert aborted["margin"] is None and aborted["won"] is None
+
+
+def test_the_summary_counts_wins_whole_board_losses_and_the_interval() -> None:
+    games = [
+        {"seed": 7, "game": k, "margin": m, "won": m > 0}
+        for k, m in enumerate([-88.5, -73.5, -20.5, 10.5])
+    ] + [{"seed": 7, "game": 4, "margin": None, "won": None}]
+    held = summary(games)
+    assert (held["games"], held["won"], held["scored"]) == (5, 1, 4)
+    assert held["margin"] == pytest.approx((-88.5 - 73.5 - 20.5 + 10.5) / 4, abs=0.01)
+    assert held["whole_board_losses"] == 2  # -88.5 as black, -73.5 as white: no point left
+    assert 0 < held["margin_95"] < 100
+
+
+def test_the_paired_difference_takes_the_same_games_only() -> None:
+    base = [{"seed": 7, "game": k, "margin": float(-10 * k)} for k in range(4)]
+    other = [{"seed": 7, "game": k, "margin": float(-10 * k + 2 + k % 2)} for k in range(4)]
+    other.append({"seed": 8, "game": 0, "margin": 50.0})  # no partner: left out
+    pair = paired(base, other)
+    assert pair is not None and pair["pairs"] == 4
+    assert pair["difference"] == pytest.approx(2.5) and pair["difference_95"] < 1.0
+    assert paired(base, [{"seed": 9, "game": 0, "margin": 1.0}]) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--games", "0"], "--games 0: at least 1"),
+        (["--level", "11"], "--level 11: GnuGo levels from 0 to 10"),
+        (["--seeds", "7,x"], "--seeds '7,x': integers, comma-separated"),
+        (["--refs", "HEAD,no-such-ref"], "'no-such-ref' is not a commit of this repository"),
+        (["--venv", "/nonexistent"], "no bin/tabula in it"),
+    ],
+)
+def test_bad_arguments_are_refused_in_one_line(args: list[str], message: str) -> None:
+    done = _bench(*args)
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and message in errors[0], done.stderr
+
+
+@pytest.mark.slow
+def test_a_short_quick_start_from_a_fresh_clone_is_timed_and_held_out(tmp_path: Path) -> None:
+    """The committed code, cloned, with this environment linked: a quick start cut to one
+    small iteration, its champion's two held-out games against GnuGo level 1, read back."""
+    try:
+        resolve_command("gnugo --mode gtp")
+    except PlayerSpecError:
+        pytest.skip("GnuGo is not installed (apt-get install gnugo)")
+    small = ("--iterations 1 --set selfplay.games=8 --set evaluation.anchor_games=2 "
+             "--set evaluation.simulations=8")  # fmt: skip
+    out = tmp_path / "q.json"
+    done = _bench("--venv", sys.prefix, "--args", small, "--games", "2", "--seeds", "7",
+                  "--workdir", str(tmp_path / "work"), "--json", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
+    figures = json.loads(out.read_text())
+    (row,) = figures["rows"]
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
+    assert row["commit"] == head
+    assert row["iterations"] == 1 and row["champion"] == 1 and row["run_name"] == "quickstart"
+    assert row["run"]["wall_s"] > 0 and row["run"]["cpu_s"] > 0 and row["run"]["rc"] == 0
+    assert row["install"]["linked"] == sys.prefix
+    # (the run's own count: its CPU from the process's start, its wall from the pipeline's)
+    assert row["own_busy"] > 0 and row["budget_spent"] is None
+    assert row["held_out"]["games"] == 2 and len(row["games"]) == 2
+    assert {g["black"] for g in row["games"]} == {True, False}  # colours alternate
+    assert figures["venv"] is True and figures["cpu_model"]
