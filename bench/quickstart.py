@@ -86,7 +86,9 @@ def timed(args: list[str], cwd: Path, env: dict[str, str], log: Path) -> dict[st
 def clone(ref: str, dest: Path) -> str:
     """A fresh clone of this repository at ``ref`` in ``dest``; returns the commit's hash."""
     sha = _git(ROOT, "rev-parse", "--verify", f"{ref}^{{commit}}")
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(dest)], check=True)
+    if dest.exists():
+        raise ValueError(f"{dest} exists already: name another --workdir")
+    _git(ROOT, "clone", "--quiet", str(ROOT), str(dest))
     _git(dest, "checkout", "--quiet", "--detach", sha)
     return sha
 
