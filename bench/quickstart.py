@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="tabula-quickstart-"))
     work.mkdir(parents=True, exist_ok=True)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 200)  # (a log: the whole table)
     rows: list[dict[str, Any]] = []
     for ref in args.refs.split(","):
         console.print(f"{ref}: clone, install, make run and the held-out games in {work}")
