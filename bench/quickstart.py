@@ -9,9 +9,10 @@ For each commit of ``--refs`` (the first is the baseline the others are compared
 1. ``git clone`` of this repository, checked out at that commit (what is not committed is not
    in it), under ``--workdir``;
 2. the install, ``make .venv/.kernels`` (the environment, then numba's compile of self-play's
-   kernels), timed; with ``--venv`` the clone links that environment instead (its code still
-   comes from the clone, first on ``PYTHONPATH``), the install is not timed, and the kernels
-   are compiled into the clone's cache by ``tabula compile``;
+   kernels), timed; with ``--venv`` the clone's commands run from that environment instead
+   (never linked into the clone; its code still comes from the clone, first on
+   ``PYTHONPATH``), the install is not timed, the kernels are compiled into the clone's cache
+   by ``tabula compile``, and the goal below is not judged;
 3. ``make run`` (``ARGS`` = ``--args``; with ``--venv``: ``tabula run --config
    configs/quickstart.yaml`` and the same arguments), timed from outside: its wall seconds, the
    CPU-seconds of it and every process it waited for, and the cores busy, CPU ÷ (wall × cores);
@@ -40,13 +41,11 @@ import argparse
 import json
 import math
 import os
-import resource
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,8 @@ from rich.table import Table
 from bench.provenance import Sharing, Snapshot, commit, machine
 from model.files import write_json
 from tabula.ladder import gnugo_spec
+from tasks.players import PlayerSpecError, resolve_command
+from tasks.run.cputime import busy, cores, run_measured
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "configs/quickstart.yaml"
@@ -72,25 +73,18 @@ MAKE_ENV = {
 
 def timed(args: list[str], cwd: Path, env: dict[str, str], log: Path) -> dict[str, Any]:
     """Run ``args`` to its end, its output to ``log``: its wall seconds, the CPU-seconds of it
-    and of every process it waited for (``RUSAGE_CHILDREN``), and its exit status."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    with log.open("w") as out:
-        done = subprocess.run(args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "rc": done.returncode}
+    and of every process it waited for (`tasks.run.cputime.run_measured`), and its exit
+    status."""
+    done = run_measured(args, cwd=cwd, env=env, log=log)
+    return {"wall_s": round(done.wall_s, 3), "cpu_s": round(done.cpu_s, 3), "rc": done.returncode}
 
 
-def clone(ref: str, dest: Path) -> str:
-    """A fresh clone of this repository at ``ref`` in ``dest``; returns the commit's hash."""
-    sha = _git(ROOT, "rev-parse", "--verify", f"{ref}^{{commit}}")
+def clone(sha: str, dest: Path) -> None:
+    """A fresh clone of this repository at commit ``sha`` in ``dest``."""
     if dest.exists():
         raise ValueError(f"{dest} exists already: name another --workdir")
     _git(ROOT, "clone", "--quiet", str(ROOT), str(dest))
     _git(dest, "checkout", "--quiet", "--detach", sha)
-    return sha
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -109,20 +103,23 @@ def environment(dest: Path, venv: Path | None) -> dict[str, str]:
     env |= MAKE_ENV | {"NUMBA_CACHE_DIR": str(dest / ".numba_cache")}
     if venv is not None:
         env["PYTHONPATH"] = str(dest)
-        env["PATH"] = f"{dest / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return env
 
 
+def tabula_of(dest: Path, venv: Path | None) -> str:
+    """The ``tabula`` command the clone runs: its own environment's, or ``venv``'s (never
+    linked into the clone, where a later ``make`` would install into it)."""
+    return str((venv.resolve() if venv is not None else dest / ".venv") / "bin" / "tabula")
+
+
 def install_and_run(dest: Path, run_args: list[str], venv: Path | None) -> dict[str, Any]:
-    """Steps 2 and 3 of the module docstring in the clone ``dest``: the install (or the link
-    to ``venv`` and the compile) and the quick start, each timed; raises when one fails."""
-    env = environment(dest, venv)
+    """Steps 2 and 3 of the module docstring in the clone ``dest``: the install (or, with
+    ``venv``, the compile alone) and the quick start, each timed; raises when one fails."""
+    env, tabula = environment(dest, venv), tabula_of(dest, venv)
     if venv is None:
         install = timed(["make", ".venv/.kernels"], dest, env, dest / "install.log")
-        make_args = ["make", "run", f"ARGS={' '.join(run_args)}"]
+        make_args = ["make", "run", f"ARGS={shlex.join(run_args)}"]
     else:
-        (dest / ".venv").symlink_to(venv.resolve())
-        tabula = str(dest / ".venv" / "bin" / "tabula")
         install = timed([tabula, "compile", "--config", CONFIG], dest, env, dest / "install.log")
         install["linked"] = str(venv)
         make_args = [tabula, "run", "--config", CONFIG, *run_args]
@@ -132,9 +129,9 @@ def install_and_run(dest: Path, run_args: list[str], venv: Path | None) -> dict[
     ran = timed(make_args, dest, env, dest / "run.log")
     if ran["rc"] != 0:
         raise RuntimeError(f"the quick start failed (exit {ran['rc']}): see {dest}/run.log")
-    cores = os.cpu_count() or 1
-    sharing = Sharing.between(snap, Snapshot.now(), ran["cpu_s"], ran["wall_s"], cores)
-    ran["busy"] = round(ran["cpu_s"] / (ran["wall_s"] * cores), 4)
+    n = cores()
+    sharing = Sharing.between(snap, Snapshot.now(), ran["cpu_s"], ran["wall_s"], n)
+    ran["busy"] = round(busy(ran["cpu_s"], ran["wall_s"], n) or 0.0, 4)
     return {"install": install, "run": ran, "sharing": sharing.to_dict(), "env": env}
 
 
@@ -145,12 +142,14 @@ def run_record(dest: Path) -> dict[str, Any]:
     if len(runs) != 1:
         raise RuntimeError(f"expected one run under {dest}/data, found {len(runs)}")
     budget = json.loads((runs[0] / "budget.json").read_text())
+    if not budget.get("spent") or not (runs[0] / "champion.json").exists():
+        raise RuntimeError(f"the run under {runs[0]} finished no iteration")
     champion = json.loads((runs[0] / "champion.json").read_text())
     last = budget["spent"][-1]
     limits = [last["wall_s"] / (budget["hours"] * 3600.0)] if budget.get("hours") else []
     if budget.get("core_hours"):
         limits.append(last["cpu_s"] / (budget["core_hours"] * 3600.0))
-    cores = last.get("cores") or os.cpu_count() or 1
+    n = last.get("cores") or cores()
     return {
         "run_name": runs[0].name,
         "champion": champion["iteration"],
@@ -158,7 +157,7 @@ def run_record(dest: Path) -> dict[str, Any]:
         "iterations": len(budget["spent"]),
         "own_cpu_s": last["cpu_s"],
         "own_wall_s": last["wall_s"],
-        "own_busy": round(last["cpu_s"] / (last["wall_s"] * cores), 4),
+        "own_busy": round(busy(last["cpu_s"], last["wall_s"], n) or 0.0, 4),
         "budget_spent": round(max(limits), 4) if limits else None,
     }
 
@@ -167,7 +166,7 @@ def held_out(dest: Path, env: dict[str, str], record: dict[str, Any], args: argp
              ) -> list[dict[str, Any]]:  # fmt: skip
     """Step 4: the champion against GnuGo, ``args.games`` games for each seed, from the clone
     with its own code; one row per game: seed, game, the champion's colour and its margin."""
-    tabula = str(dest / ".venv" / "bin" / "tabula")
+    tabula = tabula_of(dest, args.venv)
     rows = []
     for seed in args.seeds:
         store = dest / "held-out" / f"seed-{seed}"
@@ -206,18 +205,28 @@ def mean_interval(values: list[float]) -> tuple[float, float]:
 
 def summary(games: list[dict[str, Any]], board: int = 9, komi: float = 7.5) -> dict[str, Any]:
     """Won, scored, the mean margin with its 95% interval, and the games lost by the whole
-    board (the champion left with no point: a margin of -(board² - komi) or less)."""
+    board (the champion left with no point: -(board² + komi) as black, -(board² - komi) as
+    white)."""
     margins = [g["margin"] for g in games if g["margin"] is not None]
     mean, half = mean_interval(margins) if margins else (math.nan, math.inf)
-    whole = -(board * board - komi)
+    whole = sum(1 for g in games if g["margin"] is not None
+                and g["margin"] <= -(board * board + (komi if g["black"] else -komi)))  # fmt: skip
     return {
         "games": len(games),
         "won": sum(1 for g in games if g["won"]),
         "scored": len(margins),
         "margin": round(mean, 2),
         "margin_95": round(half, 2),
-        "whole_board_losses": sum(1 for m in margins if m <= whole),
+        "whole_board_losses": whole,
     }
+
+
+def goal_met(held: dict[str, Any], seconds: float | None, level: int) -> bool | None:
+    """Issue 38's goal: at least `GOAL_MARGIN` against GnuGo level 1 within `GOAL_SECONDS`
+    from the clone; None when it cannot be told (another level, or the install not timed)."""
+    if level != 1 or seconds is None:
+        return None
+    return held["margin"] >= GOAL_MARGIN and seconds < GOAL_SECONDS
 
 
 def paired(base: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -232,18 +241,18 @@ def paired(base: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str,
     return {"pairs": len(diffs), "difference": round(mean, 2), "difference_95": round(half, 2)}
 
 
-def measure(ref: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """One commit, steps 1 to 4: its figures and its held-out games."""
-    dest = work / ref.replace("/", "_")
-    sha = clone(ref, dest)
+def measure(k: int, sha: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The ``k``-th commit asked for, ``sha``, steps 1 to 4: its figures and held-out games."""
+    dest = work / f"{k}-{sha[:7]}"
+    clone(sha, dest)
     steps = install_and_run(dest, shlex.split(args.args), args.venv)
     record = run_record(dest)
     games = held_out(dest, steps.pop("env"), record, args)
-    total = steps["run"]["wall_s"] + (0.0 if args.venv else steps["install"]["wall_s"])
+    total = None if args.venv else steps["run"]["wall_s"] + steps["install"]["wall_s"]
     held = summary(games)
-    met = held["margin"] >= GOAL_MARGIN and total < GOAL_SECONDS and args.level == 1
-    return {"ref": ref, "commit": sha, **steps, **record, "clone_to_end_s": round(total, 1),
-            "held_out": held, "goal_met": met, "games": games}  # fmt: skip
+    return {"commit": sha, **steps, **record,
+            "clone_to_end_s": None if total is None else round(total, 1), "held_out": held,
+            "goal_met": goal_met(held, total, args.level), "games": games}  # fmt: skip
 
 
 def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> Table:
@@ -255,7 +264,7 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> Table:
         t.add_column(col)
     for row in rows:
         held, pair = row["held_out"], row.get("paired")
-        install = "linked" if args.venv else f"{row['install']['wall_s']:.0f} s"
+        install = "not timed (--venv)" if args.venv else f"{row['install']['wall_s']:.0f} s"
         t.add_row(
             row["commit"][:7],
             install,
@@ -267,7 +276,7 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> Table:
             f"{held['margin']:+.1f} ± {held['margin_95']:.1f}",
             str(held["whole_board_losses"]),
             "—" if pair is None else f"{pair['difference']:+.1f} ± {pair['difference_95']:.1f}",
-            "met" if row["goal_met"] else "not met",
+            {True: "met", False: "not met", None: "—"}[row["goal_met"]],
         )
     return t
 
@@ -294,38 +303,51 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
         ap.error(f"--seeds {args.seeds!r}: integers, comma-separated")
+    if len(set(args.seeds)) != len(args.seeds):
+        ap.error(f"--seeds {args.seeds}: each seed once")
     if args.venv is not None and not (args.venv / "bin" / "tabula").exists():
         ap.error(f"--venv {args.venv}: no bin/tabula in it (an environment built by make run)")
+    for program in ("git", *(("make",) if args.venv is None else ())):
+        if shutil.which(program) is None:
+            ap.error(f"{program} is not installed")
+    try:
+        resolve_command(gnugo_spec(args.level).removeprefix("gtp:"))
+    except PlayerSpecError as error:
+        ap.error(f"GnuGo: {error}")
+    args.commits = []
     for ref in args.refs.split(","):
         try:
-            _git(ROOT, "rev-parse", "--verify", f"{ref}^{{commit}}")
+            args.commits.append(_git(ROOT, "rev-parse", "--verify", f"{ref}^{{commit}}"))
         except ValueError:
             ap.error(f"--refs: {ref!r} is not a commit of this repository")
-    if shutil.which("git") is None:
-        ap.error("git is not installed")
     return args
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="tabula-quickstart-"))
+    work = (args.workdir or Path(tempfile.mkdtemp(prefix="tabula-quickstart-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
     console = Console(width=None if sys.stdout.isatty() else 200)  # (a log: the whole table)
     rows: list[dict[str, Any]] = []
-    for ref in args.refs.split(","):
-        console.print(f"{ref}: clone, install, make run and the held-out games in {work}")
+    failed = None
+    for k, (ref, sha) in enumerate(zip(args.refs.split(","), args.commits, strict=True)):
+        console.print(f"{ref} ({sha[:7]}): clone, install, make run and held-out games in {work}")
         try:
-            rows.append(measure(ref, work, args))
-        except (RuntimeError, ValueError) as error:
-            sys.exit(f"bench.quickstart: {error}")
+            rows.append({"ref": ref, **measure(k, sha, work, args)})
+        except (RuntimeError, ValueError, OSError) as error:
+            failed = f"bench.quickstart: {ref}: {error}"
+            break
         if len(rows) > 1:
             rows[-1]["paired"] = paired(rows[0]["games"], rows[-1]["games"])
-    console.print(table(rows, args))
-    if args.json:
+    if rows:
+        console.print(table(rows, args))
+    if args.json and rows:  # (what was measured before a failure is kept)
         out = {"bench": commit(ROOT), **machine(), "games": args.games, "seeds": args.seeds,
                "level": args.level, "args": args.args, "venv": args.venv is not None,
-               "rows": rows}  # fmt: skip
+               "failed": failed, "rows": rows}  # fmt: skip
         write_json(args.json, out)
+    if failed:
+        sys.exit(failed)
 
 
 if __name__ == "__main__":

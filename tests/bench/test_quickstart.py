@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.quickstart import ROOT, _our_side, paired, summary
+from bench.quickstart import ROOT, _our_side, clone, goal_met, paired, run_record, summary
 from tasks.players import PlayerSpecError, resolve_command
 
 
@@ -35,15 +35,51 @@ def test_a_stored_game_reads_from_the_champions_side() -> None:
 
 
 def test_the_summary_counts_wins_whole_board_losses_and_the_interval() -> None:
+    # (champion's colour, margin): no point left is -88.5 as black, -73.5 as white
+    played = [(True, -88.5), (False, -73.5), (True, -80.5), (False, -20.5), (True, 10.5)]
     games = [
-        {"seed": 7, "game": k, "margin": m, "won": m > 0}
-        for k, m in enumerate([-88.5, -73.5, -20.5, 10.5])
-    ] + [{"seed": 7, "game": 4, "margin": None, "won": None}]
+        {"seed": 7, "game": k, "black": black, "margin": m, "won": m > 0}
+        for k, (black, m) in enumerate(played)
+    ] + [{"seed": 7, "game": 5, "black": False, "margin": None, "won": None}]
     held = summary(games)
-    assert (held["games"], held["won"], held["scored"]) == (5, 1, 4)
-    assert held["margin"] == pytest.approx((-88.5 - 73.5 - 20.5 + 10.5) / 4, abs=0.01)
-    assert held["whole_board_losses"] == 2  # -88.5 as black, -73.5 as white: no point left
-    assert 0 < held["margin_95"] < 100
+    assert (held["games"], held["won"], held["scored"]) == (6, 1, 5)
+    assert held["margin"] == pytest.approx(-50.5)  # (-88.5 - 73.5 - 80.5 - 20.5 + 10.5) / 5
+    assert held["whole_board_losses"] == 2  # -80.5 as black kept 8 points
+    # 1.96 standard errors: the sample's standard deviation, 43.28, over the root of 5
+    assert held["margin_95"] == pytest.approx(1.96 * 43.28 / 5**0.5, abs=0.05)
+
+
+def test_the_goal_is_judged_at_level_one_from_a_timed_clone_only() -> None:
+    assert goal_met({"margin": -33.7}, 786.5, level=1) is True
+    assert goal_met({"margin": -41.9}, 805.8, level=1) is False
+    assert goal_met({"margin": -33.7}, 901.0, level=1) is False  # past 15 minutes
+    assert goal_met({"margin": -10.0}, 600.0, level=5) is None
+    assert goal_met({"margin": -33.7}, None, level=1) is None  # the install not timed
+
+
+def test_the_run_record_reads_the_share_of_its_budget(tmp_path: Path) -> None:
+    run = tmp_path / "data" / "quickstart"
+    run.mkdir(parents=True)
+    spent = [{"iteration": 1, "cpu_s": 40.0, "wall_s": 25.0, "cores": 2},
+             {"iteration": 2, "cpu_s": 1226.3, "wall_s": 644.0, "cores": 2}]  # fmt: skip
+    (run / "budget.json").write_text(
+        json.dumps({"core_hours": None, "hours": 0.18, "spent": spent})
+    )
+    model = "data/quickstart/iter-0002/model/model.pt"
+    (run / "champion.json").write_text(json.dumps({"iteration": 2, "model": model}))
+    record = run_record(tmp_path)
+    assert (record["run_name"], record["champion"], record["iterations"]) == ("quickstart", 2, 2)
+    assert record["budget_spent"] == pytest.approx(644.0 / 648.0, abs=1e-4)
+    assert record["own_busy"] == pytest.approx(1226.3 / (644.0 * 2), abs=1e-4)
+    cpu = {"core_hours": 0.5, "hours": None, "spent": spent}  # a CPU budget: 1226.3 of 1800
+    (run / "budget.json").write_text(json.dumps(cpu))
+    assert run_record(tmp_path)["budget_spent"] == pytest.approx(1226.3 / 1800, abs=1e-4)
+
+
+def test_a_clone_into_a_folder_that_exists_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "0-abc").mkdir()
+    with pytest.raises(ValueError, match="exists already"):
+        clone("HEAD", tmp_path / "0-abc")
 
 
 def test_the_paired_difference_takes_the_same_games_only() -> None:
@@ -62,6 +98,7 @@ def test_the_paired_difference_takes_the_same_games_only() -> None:
         (["--games", "0"], "--games 0: at least 1"),
         (["--level", "11"], "--level 11: GnuGo levels from 0 to 10"),
         (["--seeds", "7,x"], "--seeds '7,x': integers, comma-separated"),
+        (["--seeds", "7,7"], "--seeds [7, 7]: each seed once"),
         (["--refs", "HEAD,no-such-ref"], "'no-such-ref' is not a commit of this repository"),
         (["--venv", "/nonexistent"], "no bin/tabula in it"),
     ],
@@ -94,7 +131,9 @@ def test_a_short_quick_start_from_a_fresh_clone_is_timed_and_held_out(tmp_path: 
     assert row["commit"] == head
     assert row["iterations"] == 1 and row["champion"] == 1 and row["run_name"] == "quickstart"
     assert row["run"]["wall_s"] > 0 and row["run"]["cpu_s"] > 0 and row["run"]["rc"] == 0
-    assert row["install"]["linked"] == sys.prefix
+    assert row["install"]["linked"] == sys.prefix and row["goal_met"] is None
+    assert not (Path(row["install"]["linked"]) / "bin" / "tabula").is_symlink()
+    assert not (tmp_path / "work" / f"0-{head[:7]}" / ".venv").exists()  # never linked
     # (the run's own count: its CPU from the process's start, its wall from the pipeline's)
     assert row["own_busy"] > 0 and row["budget_spent"] is None
     assert row["held_out"]["games"] == 2 and len(row["games"]) == 2
