@@ -310,16 +310,16 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     for program in ("git", *(("make",) if args.venv is None else ())):
         if shutil.which(program) is None:
             ap.error(f"{program} is not installed")
-    try:
-        resolve_command(gnugo_spec(args.level).removeprefix("gtp:"))
-    except PlayerSpecError as error:
-        ap.error(f"GnuGo: {error}")
     args.commits = []
     for ref in args.refs.split(","):
         try:
             args.commits.append(_git(ROOT, "rev-parse", "--verify", f"{ref}^{{commit}}"))
         except ValueError:
             ap.error(f"--refs: {ref!r} is not a commit of this repository")
+    try:
+        resolve_command(gnugo_spec(args.level).removeprefix("gtp:"))
+    except PlayerSpecError as error:
+        ap.error(f"GnuGo: {error}")
     return args
 
 
