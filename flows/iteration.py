@@ -104,7 +104,7 @@ def run_evaluate(
     check_model(layout, plan.best)
     with laps.lap(Stage.EVALUATE.value):  # the games
         gated = gate(cfg, layout, i, plan.best, plan.gate_seed)
-        anchors, skipped = anchors_to_play(cfg, i, last=plan.planned == i)
+        anchors, skipped = anchors_to_play(cfg, i, plan.planned)
         # Each match's seed is its place after the random player's, played or not.
         order = ["random", *(a for a in anchors if a != "random")]
         matches = {

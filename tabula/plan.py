@@ -162,6 +162,18 @@ def plan_iteration(
     )
 
 
+def plays_anchors(iteration: int, every: int, skip_near_last: bool, planned: int | None) -> bool:
+    """Whether iteration ``iteration`` plays the anchor matches: the last one the run is
+    planned for (``planned``: the count its plan records; None in plans written before) always,
+    so that a run's final network is rated; one divisible by ``every`` (``evaluation.
+    anchor_every``) unless, with ``skip_near_last``, that last one, which plays them anyway, is
+    less than half of ``every`` ahead (the curve's points stay at least that far apart)."""
+    if planned is not None and iteration >= planned:
+        return True
+    near = skip_near_last and planned is not None and 2 * (planned - iteration) < every
+    return iteration % every == 0 and not near
+
+
 def worker_games(total: int, workers: int) -> list[int]:
     """``total`` games shared out among ``workers`` self-play workers, the first ones taking
     one more when it does not divide (worker w plays ``worker_games(...)[w]``)."""
@@ -318,11 +330,12 @@ class RunState:
     fixed_cpu_s, fixed_wall_s: what the last finished iteration spent outside self-play,
         training and its anchor matches, which a shrunk iteration still spends (the gate, the
         bookkeeping).
-    anchor_every: the iterations divisible by it play the anchor matches, and so does the last
-        one the run is planned for (`tasks.evaluate.anchors_to_play`): their cost, the most
-        that recent ones cost (`Spend.matches_cpu_s`, `_matches_cost`), is added to those
-        iterations' predicted cost and kept for the last one; 0 until an iteration that played
-        them has finished. None: the run plays none.
+    anchor_every, anchor_skip: the iterations that play the anchor matches (`plays_anchors`:
+        those divisible by ``anchor_every``, with ``anchor_skip`` unless the last planned is
+        less than half of it ahead, and the last one): their cost, the most that recent ones cost
+        (`Spend.matches_cpu_s`, `_matches_cost`), is added to those iterations' predicted cost
+        and kept for the last one; 0 until an iteration that played them has finished. None:
+        the run plays none.
     """
 
     iteration: int
@@ -342,6 +355,7 @@ class RunState:
     fixed_cpu_s: float = 0.0
     fixed_wall_s: float = 0.0
     anchor_every: int | None = None
+    anchor_skip: bool = False
 
     @classmethod
     def first(cls, iterations: int) -> RunState:
@@ -391,11 +405,10 @@ def next_iteration(training: TrainingConfig, state: RunState) -> NextIteration:
     if state.asked is not None:
         planned = min(planned, state.asked)
     done = state.asked is not None and state.iteration > state.asked
-    final = planned <= state.iteration  # (it plays the anchors)
-    games = None if state.started else _shrunk_games(state, final)
+    games = None if state.started else _shrunk_games(state, planned)
     if games is not None:  # the last: its plan plays the anchors
         planned = state.iteration
-    over = games is None and _would_overshoot(state, final)
+    over = games is None and _would_overshoot(state, planned)
     spent = not state.started and (_spent_fraction(state) >= 1.0 or over)
     if training.samples_per_row is None:
         total = planned * training.steps
@@ -447,22 +460,19 @@ def _matches_cost(state: RunState, what: str) -> float:
     return max((float(getattr(s, f"matches_{what}")) for s in recent), default=0.0)
 
 
-def _plays_anchors(state: RunState, last: bool) -> bool:
-    """Whether the next iteration plays the anchor matches (`RunState.anchor_every`)."""
-    every = state.anchor_every
-    return every is not None and (last or state.iteration % every == 0)
-
-
-def _next_cost(state: RunState, what: str, last: bool) -> float:
+def _next_cost(state: RunState, what: str, planned: int) -> float:
     """The next iteration's predicted cost in ``what``: `predicted_cost`, and its anchor
-    matches when it plays them (as the run's ``last`` iteration, or in turn)."""
+    matches when it plays them in a run planned for ``planned`` iterations (`plays_anchors`)."""
     done = [s for s in state.spent if s.iteration < state.iteration]
-    matches = _matches_cost(state, what) if _plays_anchors(state, last) else 0.0
-    return predicted_cost(done, what) + matches
+    every = state.anchor_every
+    anchored = every is not None and plays_anchors(
+        state.iteration, every, state.anchor_skip, planned
+    )
+    return predicted_cost(done, what) + (_matches_cost(state, what) if anchored else 0.0)
 
 
-def _would_overshoot(state: RunState, last: bool) -> bool:
-    """The next iteration (the ``last`` the run is planned for, or not), at its predicted cost,
+def _would_overshoot(state: RunState, planned: int) -> bool:
+    """The next iteration of a run planned for ``planned`` iterations, at its predicted cost,
     ends past the budget by more than ``state.overshoot`` (never without one, or before any
     iteration finished)."""
     done = [s for s in state.spent if s.iteration < state.iteration]
@@ -471,8 +481,8 @@ def _would_overshoot(state: RunState, last: bool) -> bool:
     after = spent_fraction(
         state.core_hours,
         state.hours,
-        state.cpu_s + _next_cost(state, "cpu_s", last),
-        state.wall_s + _next_cost(state, "wall_s", last),
+        state.cpu_s + _next_cost(state, "cpu_s", planned),
+        state.wall_s + _next_cost(state, "wall_s", planned),
     )
     return after > 1.0 + state.overshoot
 
@@ -496,12 +506,12 @@ def _fitting_share(state: RunState) -> float:
     return min(shares)
 
 
-def _shrunk_games(state: RunState, last: bool) -> int | None:
-    """The games of a next iteration (the ``last`` the run is planned for, or not) that would
+def _shrunk_games(state: RunState, planned: int) -> int | None:
+    """The games of a next iteration (of a run planned for ``planned`` iterations) that would
     end past the budget by more than the overshoot, cut to the share of it that fits in the
     budget with the anchor matches of a run's last (`_fitting_share`), when that is at least
     ``state.shrink`` of ``state.games``; None: the iteration runs whole, or not at all."""
-    if state.shrink is None or state.games is None or not _would_overshoot(state, last):
+    if state.shrink is None or state.games is None or not _would_overshoot(state, planned):
         return None
     share = _fitting_share(state)
     if share < state.shrink:

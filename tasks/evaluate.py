@@ -17,6 +17,7 @@ from tabula.config import Config
 from tabula.gating import ungated
 from tabula.ladder import anchor_label, anchor_program, anchor_spec, elo_scale, fixed_elos
 from tabula.openings import match_openings
+from tabula.plan import plays_anchors
 from tasks.match import GATE_FILE, MatchSpec, run_gate, run_match
 from tasks.players import PlayerSpecError, resolve_command
 from tasks.retry import IO_RETRIES
@@ -60,20 +61,23 @@ def gate(cfg: Config, layout: RunLayout, iteration: int, best: int, seed: int) -
 
 
 def anchors_to_play(
-    cfg: Config, iteration: int, last: bool = False
+    cfg: Config, iteration: int, planned: int | None = None
 ) -> tuple[list[str], dict[str, str]]:
     """The anchors iteration ``iteration`` plays, and those it cannot, with why.
 
-    The configured anchors (`tabula.ladder`) in iterations divisible by
-    ``evaluation.anchor_every`` and in the ``last`` the run is planned for, each when its
-    program is installed (else skipped, with what to install); the uniform random player in
-    iterations divisible by ``evaluation.random_every``, or with the anchors when it is None;
-    none at all when ``anchor_games`` is 0.
+    The configured anchors (`tabula.ladder`) where `tabula.plan.plays_anchors` says (in
+    iterations divisible by ``evaluation.anchor_every``, unless with
+    ``evaluation.anchor_skip_near_last`` the last one the run is planned for, ``planned``
+    iterations, is less than half of that ahead, and in that last one), each when its program
+    is installed (else skipped, with what to install); the uniform random player in iterations
+    divisible by ``evaluation.random_every``, or with the anchors when it is None; none at all
+    when ``anchor_games`` is 0.
     """
     evaluation = cfg.evaluation
     if evaluation.anchor_games == 0:
         return [], {}
-    anchored = last or iteration % evaluation.anchor_every == 0
+    every, skip = evaluation.anchor_every, evaluation.anchor_skip_near_last
+    anchored = plays_anchors(iteration, every, skip, planned)
     if evaluation.random_every is None:
         with_random = anchored
     else:

@@ -82,6 +82,7 @@ def upcoming(
         games=cfg.selfplay.games,
         shrink=cfg.pipeline.budget_shrink,
         anchor_every=every,
+        anchor_skip=cfg.evaluation.anchor_skip_near_last,
     )
     if budget.spent:
         state = replace(state, **_fixed_costs(budget.spent, spent[-1]))

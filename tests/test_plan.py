@@ -98,3 +98,16 @@ def test_a_run_sized_to_its_data_plans_its_schedule_on_the_steps_it_trains():
     assert _boundaries(sized, 1, 0, None) == tuple(planned)  # the estimate before any trained
     # iterations 3, 4 and 5 left: 250 + 3 x 40 = 370 steps, of which 0.8 and 0.92
     assert _boundaries(sized, 3, 250, 40) == (296, 340)
+
+
+def test_the_anchors_play_in_turn_and_in_the_last_unless_it_is_near() -> None:
+    from tabula.plan import plays_anchors
+
+    # every sixth: the last planned always, one in turn unless the last is less than 3 ahead
+    assert plays_anchors(26, 6, True, planned=26) and plays_anchors(7, 6, True, planned=7)
+    assert plays_anchors(18, 6, True, planned=26) and not plays_anchors(19, 6, True, planned=26)
+    assert not plays_anchors(24, 6, True, planned=26) and not plays_anchors(24, 6, True, planned=25)
+    assert plays_anchors(24, 6, True, planned=27)  # three ahead: half of six, not less
+    assert plays_anchors(24, 6, False, planned=25)  # not skipped: every one in turn
+    assert plays_anchors(24, 6, True, planned=None)  # a plan written before it recorded the count
+    assert all(plays_anchors(i, 1, True, planned=5) for i in range(1, 6))  # every one: never near

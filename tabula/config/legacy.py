@@ -28,7 +28,8 @@ ALWAYS_WRITTEN = {
     "evaluation": ("gating_games", "gating_threshold", "simulations"),
     "pipeline": ("name", "iterations", "seed"),
 }
-#: The format of the configs this version writes (``pipeline.config_version``): 9 since the
+#: The format of the configs this version writes (``pipeline.config_version``): 10 since an
+#: iteration in turn for the anchors skips them when the run's last is near, 9 since the
 #: quick start learns for 0.18 hours, 8 since the
 #: quick start plays its anchors every sixth iteration, 7 since a
 #: budgeted run's last iteration shrinks to the games that fit in its budget, 6 since the
@@ -37,7 +38,7 @@ ALWAYS_WRITTEN = {
 #: default learning rate is three times the paper's, 3 since the
 #: default took KataGo's playout caps as KataGo runs them, 2 since the quick start took the
 #: laptop preset's settings (docs/configuration.md); 1 before, when no file said its format.
-CONFIG_VERSION = 9
+CONFIG_VERSION = 10
 #: Per older format, the fields whose default changed when the next format came, and what a file
 #: of that format meant by leaving them out. Format 1 (2 to come): the search's early passes and
 #: own-eye fills (allowed until these switches came, off by default since), and the switches
@@ -47,7 +48,8 @@ CONFIG_VERSION = 9
 #: Format 5 (6 to come): no budget of its own, a budget's end at the first boundary past it, and
 #: the anchors and the random player every iteration. Format 6 (7 to come): a budget's last
 #: iteration whole or not at all. Format 7 (8 to come): the anchors every third iteration.
-#: Format 8 (9 to come): nine minutes of learning (0.15 hours).
+#: Format 8 (9 to come): nine minutes of learning (0.15 hours). Format 9 (10 to come): the
+#: anchors in every iteration in turn, however near the run's last.
 CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     1: {
         ("search", "early_pass"): True,
@@ -84,6 +86,9 @@ CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     },
     8: {
         ("pipeline", "hours"): 0.15,
+    },
+    9: {
+        ("evaluation", "anchor_skip_near_last"): False,
     },
 }
 

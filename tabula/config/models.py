@@ -577,6 +577,12 @@ class EvaluationConfig(_Section):
     anchor_every: int = Field(
         default=6, ge=1, description="Play the anchors in iterations divisible by this."
     )
+    anchor_skip_near_last: bool = Field(
+        default=True,
+        description="An iteration divisible by `anchor_every` skips the anchors when the last"
+        " iteration the run is planned for, which plays them anyway, is less than half of"
+        " `anchor_every` ahead (false: it never skips them).",
+    )
     random_every: int | None = Field(
         default=None,
         ge=1,

@@ -80,7 +80,15 @@ def test_anchors_play_every_anchor_every_iterations_and_random_every_random_ever
     play_3, _ = anchors_to_play(cfg, 3)
     assert play_3 == (["random", "gnugo-l1"] if GNUGO else ["random"])
     assert anchors_to_play(cfg, 4) == ([], {})  # the random player with the anchors (default)
-    assert anchors_to_play(cfg, 4, last=True) == (play_3, {})  # the run's last, rated
+    assert anchors_to_play(cfg, 4, planned=4) == (play_3, {})  # the run's last, rated
+    # an iteration in turn skips them when the last planned, which plays them, is near
+    assert anchors_to_play(cfg, 3, planned=4) == ([], {})  # 1 ahead: less than 3 / 2
+    assert anchors_to_play(cfg, 3, planned=5) == (play_3, {})  # 2 ahead
+    assert anchors_to_play(cfg, 3, planned=None) == (play_3, {})  # a plan written before
+    every = load_config(
+        None, ["evaluation.anchor_every=3", "evaluation.anchor_skip_near_last=false"]
+    )
+    assert anchors_to_play(every, 3, planned=4)[0] == play_3  # every one in turn
     always = load_config(None, ["evaluation.anchor_every=3", "evaluation.random_every=1"])
     play_4, skipped_4 = anchors_to_play(always, 4)
     assert play_4 == ["random"] and skipped_4 == {}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tabula.config import load_config
-from tabula.plan import RunState, Spend, next_iteration, spent_fraction
+from tabula.plan import RunState, Spend, next_iteration, plays_anchors, spent_fraction
 from tasks.run.budget import read_budget, record_iteration, set_limits
 from tasks.run.cputime import Laps, Mark, Meter, process_tree_cpu_seconds, stage_metrics
 from tasks.run.layout import RunLayout
@@ -252,20 +252,23 @@ QUICK_WALL = [26.9, 24.3, 23.4, 21.3, 20.2, 21.1, 21.2, 21.2, 19.2, 23.2, 21.2, 
 MATCHES_WALL = 19.5
 
 
-def _ends_with_anchors(every: int | None, budget_s: float = 648.0) -> tuple[float, int, bool]:
+def _ends_with_anchors(
+    every: int | None, budget_s: float = 648.0, skip: bool = False
+) -> tuple[float, int, bool]:
     """Where the recorded quick start ends as a fraction of its wall budget, after how many
     iterations, and whether its last played the anchors, when the planner knows the matches come
-    ``every`` iterations and in the last (None: it does not know of them, as before)."""
+    ``every`` iterations and in the last (None: it does not know of them, as before), with
+    ``skip`` those in turn less than half of six before the last planned (`plays_anchors`)."""
     spent: tuple[Spend, ...] = ()
     total, anchored = 0.0, False
     for i, cost in enumerate(QUICK_WALL, start=1):
         state = RunState(i, None, 5, None, budget_s / 3600.0, cpu_s=total, wall_s=total,
                          spent=spent, overshoot=0.03, games=384, shrink=0.25,
-                         anchor_every=every)  # fmt: skip
+                         anchor_every=every, anchor_skip=skip)  # fmt: skip
         upcoming = next_iteration(TRAINING, state)
         if not upcoming.go:
             return total / budget_s, i - 1, anchored
-        anchored = i % 6 == 0 or upcoming.iterations == i  # (`tasks.evaluate.anchors_to_play`)
+        anchored = plays_anchors(i, 6, skip, upcoming.iterations)  # (as `anchors_to_play`)
         games = 384 if upcoming.games is None else upcoming.games
         matches = MATCHES_WALL if anchored else 0.0
         total += cost * games / 384 + matches
@@ -283,6 +286,10 @@ def test_a_budget_keeps_the_anchor_matches_of_its_last_iteration_in_view():
     ends, count, anchored = _ends_with_anchors(6)
     assert abs(ends - 1.0) <= 0.03 and anchored
     assert count >= 25
+    # with the anchors in turn skipped near the last (the quick start's), the matches of
+    # iteration 24 go to learning: one iteration more, the budget still kept
+    ends, gapped, anchored = _ends_with_anchors(6, skip=True)
+    assert abs(ends - 1.0) <= 0.03 and anchored and gapped == count + 1
 
 
 def test_anchor_matches_are_predicted_apart_from_the_steady_cost():
