@@ -566,7 +566,8 @@ class EvaluationConfig(_Section):
         default=20,
         ge=0,
         description="Games against each anchor: the uniform random player every `random_every`"
-        " iterations, and each of `anchors` every `anchor_every` (0: no anchor games).",
+        " iterations, and each of `anchors` every `anchor_every` (less those skipped near the"
+        " last: `anchor_skip_near_last`) and in the last (0: no anchor games).",
     )
     anchors: list[str] = Field(
         default=["gnugo-l1"],
@@ -575,7 +576,10 @@ class EvaluationConfig(_Section):
         " whose program is not installed is skipped with a notice.",
     )
     anchor_every: int = Field(
-        default=6, ge=1, description="Play the anchors in iterations divisible by this."
+        default=6,
+        ge=1,
+        description="Play the anchors in iterations divisible by this (less those skipped near"
+        " the last: `anchor_skip_near_last`), and in the last one the run is planned for.",
     )
     anchor_skip_near_last: bool = Field(
         default=True,
