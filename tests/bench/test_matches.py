@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from bench.strength import ROOT
 from tasks.players import PlayerSpecError, resolve_command
-
-
-def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "bench.matches", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+from tests.helpers.bench import assert_usage_error, run_bench
 
 
 @pytest.mark.slow
@@ -26,7 +17,7 @@ def test_asked_at_once_gnugo_plays_the_same_games(tmp_path: Path) -> None:
         resolve_command("gnugo --mode gtp")
     except PlayerSpecError:
         pytest.skip("GnuGo is not installed (apt-get install gnugo)")
-    done = _bench("--levels", "1", "--games", "4", "--json", str(tmp_path / "m.json"))
+    done = run_bench("matches", "--levels", "1", "--games", "4", "--json", str(tmp_path / "m.json"))
     assert done.returncode == 0, done.stderr
     out = json.loads((tmp_path / "m.json").read_text())
     assert [r["way"] for r in out["rows"]] == ["one after another", "at once"]
@@ -46,7 +37,4 @@ def test_asked_at_once_gnugo_plays_the_same_games(tmp_path: Path) -> None:
     ],
 )
 def test_bad_arguments_are_refused_in_one_line(args: list[str], message: str) -> None:
-    done = _bench(*args)
-    assert done.returncode == 2, done.stderr
-    errors = [line for line in done.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and message in errors[0], done.stderr
+    assert_usage_error(run_bench("matches", *args), message)

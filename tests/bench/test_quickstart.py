@@ -4,7 +4,6 @@ its usage errors, and one short quick start from a fresh clone, held out against
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,12 +12,7 @@ import pytest
 
 from bench.quickstart import ROOT, _our_side, clone, goal_met, paired, run_record, summary
 from tasks.players import PlayerSpecError, resolve_command
-
-
-def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "bench.quickstart", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1200)  # fmt: skip
+from tests.helpers.bench import assert_usage_error, run_bench
 
 
 def _game(game: int, black: str, winner: int | None, score: float | None) -> dict:
@@ -104,10 +98,7 @@ def test_the_paired_difference_takes_the_same_games_only() -> None:
     ],
 )
 def test_bad_arguments_are_refused_in_one_line(args: list[str], message: str) -> None:
-    done = _bench(*args)
-    assert done.returncode == 2, done.stderr
-    errors = [line for line in done.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and message in errors[0], done.stderr
+    assert_usage_error(run_bench("quickstart", *args), message)
 
 
 @pytest.mark.slow
@@ -121,8 +112,9 @@ def test_a_short_quick_start_from_a_fresh_clone_is_timed_and_held_out(tmp_path: 
     small = ("--iterations 1 --set selfplay.games=8 --set evaluation.anchor_games=2 "
              "--set evaluation.simulations=8")  # fmt: skip
     out = tmp_path / "q.json"
-    done = _bench("--venv", sys.prefix, "--args", small, "--games", "2", "--seeds", "7",
-                  "--workdir", str(tmp_path / "work"), "--json", str(out))  # fmt: skip
+    done = run_bench("quickstart", "--venv", sys.prefix, "--args", small, "--games", "2",
+                     "--seeds", "7", "--workdir", str(tmp_path / "work"), "--json", str(out),
+                     timeout=1200)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     figures = json.loads(out.read_text())
     (row,) = figures["rows"]
