@@ -27,9 +27,10 @@ For each commit of ``--refs`` (the first is the baseline the others are compared
 
 Every commit after the first is compared with it game by game: the same seeds give the same
 openings and colours against the same, nearly deterministic GnuGo, so the mean of the paired
-margin differences has a tighter interval than the difference of the means. The goal of issue
-38 (docs/strength.md): a mean margin of -40 or better against level 1, in under 15 minutes from
-the clone (install and run).
+margin differences has a tighter interval than the difference of the means. The quick start's
+goal (docs/strength.md, "The goals, as measured"): a mean margin of -40 or better against level
+1, in under 15 minutes from the clone (install and run), so that a new user's first run shows a
+network that learned.
 
 Prints a table and writes the figures as JSON (the machine, the bench's own commit, each
 commit's figures and games).
@@ -60,8 +61,8 @@ from tasks.run.cputime import busy, cores, run_measured
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "configs/quickstart.yaml"
-#: Issue 38's goal for the quick start: this mean margin against GnuGo level 1, within this
-#: many seconds from the clone.
+#: The quick start's goal: this mean margin against GnuGo level 1, within this many seconds
+#: from the clone (module docstring).
 GOAL_MARGIN, GOAL_SECONDS = -40.0, 900.0
 #: What the Makefile exports for its commands (`make run` sets them; ``--venv`` runs without it).
 MAKE_ENV = {
@@ -222,7 +223,7 @@ def summary(games: list[dict[str, Any]], board: int = 9, komi: float = 7.5) -> d
 
 
 def goal_met(held: dict[str, Any], seconds: float | None, level: int) -> bool | None:
-    """Issue 38's goal: at least `GOAL_MARGIN` against GnuGo level 1 within `GOAL_SECONDS`
+    """The quick start's goal: at least `GOAL_MARGIN` against GnuGo level 1 within `GOAL_SECONDS`
     from the clone; None when it cannot be told (another level, or the install not timed)."""
     if level != 1 or seconds is None:
         return None

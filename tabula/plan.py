@@ -449,21 +449,25 @@ def predicted_cost(spent: Sequence[Spend], what: str) -> float:
     return max(0.0, costs[-1] + trend)
 
 
+def _finished(state: RunState) -> list[Spend]:
+    """The records of the iterations finished before ``state.iteration``."""
+    return [s for s in state.spent if s.iteration < state.iteration]
+
+
 def _matches_cost(state: RunState, what: str) -> float:
     """What an iteration's anchor matches are expected to cost in ``what``: the most that
     those of the last ``anchor_every`` + `RECENT` finished iterations did (the matches
     lengthen as the network learns); 0 when the run plays none or none has yet."""
     if state.anchor_every is None:
         return 0.0
-    recent = [s for s in state.spent if s.iteration < state.iteration]
-    recent = recent[-(state.anchor_every + RECENT) :]
+    recent = _finished(state)[-(state.anchor_every + RECENT) :]
     return max((float(getattr(s, f"matches_{what}")) for s in recent), default=0.0)
 
 
 def _next_cost(state: RunState, what: str, planned: int) -> float:
     """The next iteration's predicted cost in ``what``: `predicted_cost`, and its anchor
     matches when it plays them in a run planned for ``planned`` iterations (`plays_anchors`)."""
-    done = [s for s in state.spent if s.iteration < state.iteration]
+    done = _finished(state)
     every = state.anchor_every
     anchored = every is not None and plays_anchors(
         state.iteration, every, state.anchor_skip, planned
@@ -475,7 +479,7 @@ def _would_overshoot(state: RunState, planned: int) -> bool:
     """The next iteration of a run planned for ``planned`` iterations, at its predicted cost,
     ends past the budget by more than ``state.overshoot`` (never without one, or before any
     iteration finished)."""
-    done = [s for s in state.spent if s.iteration < state.iteration]
+    done = _finished(state)
     if state.overshoot is None or not done:
         return False
     after = spent_fraction(
@@ -493,7 +497,7 @@ def _fitting_share(state: RunState) -> float:
     matches are paid (a shrunk iteration is the run's last, which plays them), at the predicted
     cost of the whole iteration; the tighter of the CPU and wall limits (inf without a limit or
     a finished iteration)."""
-    done = [s for s in state.spent if s.iteration < state.iteration]
+    done = _finished(state)
     shares = [math.inf]
     for limit, used, what, fixed in (
         (state.core_hours, state.cpu_s, "cpu_s", state.fixed_cpu_s),
@@ -535,8 +539,8 @@ def _planned_iterations(state: RunState) -> int:
     for limit, what in ((state.core_hours, "cpu_s"), (state.hours, "wall_s")):
         if limit is not None:
             matches = _matches_cost(state, what)
-            every = _mean_cost(spent, what) + matches / (state.anchor_every or 1)
-            left.append((room * limit * HOUR - getattr(last, what) - matches) / every)
+            cost = _mean_cost(spent, what) + matches / (state.anchor_every or 1)
+            left.append((room * limit * HOUR - getattr(last, what) - matches) / cost)
     whole = math.ceil if state.overshoot is None else math.floor
     return done + max(1, whole(min(left)))
 
