@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import gc
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import count
 from pathlib import Path
 
@@ -91,7 +93,8 @@ def pipeline(
                 if not dask_address:
                     games_ahead(cfg, layout, i, planned)
                 settle_heap()  # (beside the games)
-                closing = one(config_yaml, project, run, i, track, tags, planned)
+                with _no_heartbeats():
+                    closing = one(config_yaml, project, run, i, track, tags, planned)
                 closes.start(f"close-{i}", close, cfg, layout, closing)  # beside the next
                 raise_if_interrupted()  # a Ctrl-C the iteration flow's engine dropped
                 row = charge(layout, meter, closing.row)
@@ -114,6 +117,21 @@ def games_ahead(cfg: Config, layout: RunLayout, i: int, planned: NextIteration) 
     check_model(layout, made.best)
     play_ahead(cfg, layout, made)
     kill_point("ahead")
+
+
+@contextmanager
+def _no_heartbeats() -> Iterator[None]:
+    """Run an iteration's flow without Prefect's flow-run heartbeats. Prefect's engine beats
+    from a thread that sleeps a second at a time and joins it as the flow run ends: half a
+    second on average at every iteration's end, with nothing else running (the next games
+    begin after it), about 2% of the quick start's wall time. An iteration's flow lasts
+    seconds to minutes inside the pipeline's, in the same process: the pipeline flow's own
+    heartbeats (every ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds) tell the server the
+    process is alive."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
 
 
 def _plays(
