@@ -124,7 +124,7 @@ def _no_heartbeats() -> Iterator[None]:
     """Run an iteration's flow without Prefect's flow-run heartbeats. Prefect's engine beats
     from a thread that sleeps a second at a time and joins it as the flow run ends: half a
     second on average at every iteration's end, with nothing else running (the next games
-    begin after it), about 2% of the quick start's wall time. An iteration's flow lasts
+    begin after it): about 2% of a quick-start iteration's wall time. An iteration's flow lasts
     seconds to minutes inside the pipeline's, in the same process: the pipeline flow's own
     heartbeats (every ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds) tell the server the
     process is alive."""
