@@ -46,7 +46,7 @@ def run(
     cfg = config_from(config, overrides)  # before importing Prefect: a bad config fails at once
     from flows.api import require_api_for, start_server_for
 
-    # The run's temporary Prefect server starts now, on the other core, while this process
+    # The run's temporary Prefect server starts now, in its own process, while this one
     # imports the pipeline's libraries (about 5 CPU-seconds of one core) instead of after.
     require_api_for(cfg.pipeline.prefect_api_url, dask_address or cfg.pipeline.dask_address)
     start_server_for(cfg.pipeline.prefect_api_url)

@@ -51,7 +51,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tabula.config import Config
 from tabula.plan import WorkerSpec
@@ -144,7 +144,7 @@ def _serve(conn: Connection, parent: int, lock: str, warm: Warm | None,
             conn.send(("done", result))
 
 
-def _exit_now() -> None:
+def _exit_now() -> NoReturn:
     """End this worker process at once, its output flushed: every job's files were closed and
     its result sent, and a spawned interpreter's teardown (torch's and numba's modules) costs
     about a second of wall time the run's close would wait for."""
