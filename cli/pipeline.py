@@ -44,12 +44,11 @@ def run(
     """Run the pipeline (or resume it at the first unfinished stage)."""
     overrides = list(set_ or []) + ([f"pipeline.name={name}"] if name else [])
     cfg = config_from(config, overrides)  # before importing Prefect: a bad config fails at once
-    from flows.api import require_api_for, start_server_for
+    from flows.api import start_api_for
 
     # The run's temporary Prefect server starts now, in its own process, while this one
     # imports the pipeline's libraries (about 5 CPU-seconds of one core) instead of after.
-    require_api_for(cfg.pipeline.prefect_api_url, dask_address or cfg.pipeline.dask_address)
-    start_server_for(cfg.pipeline.prefect_api_url)
+    start_api_for(cfg.pipeline.prefect_api_url, dask_address or cfg.pipeline.dask_address)
     from cli.report import print_summary, stage_progress
     from flows.pipeline import run_pipeline
     from tasks.watch import showing

@@ -140,6 +140,14 @@ def start_server_for(url: str | None) -> None:
         atexit.register(_server.stop)
 
 
+def start_api_for(url: str | None, dask_address: str | None) -> None:
+    """What a run does about its Prefect API first: refuse a Dask scheduler that this
+    process's temporary server could not serve (`require_api_for`), then start that server when
+    the flows will report to it (`start_server_for`), so that it starts while the run goes on."""
+    require_api_for(url, dask_address)
+    start_server_for(url)
+
+
 @contextmanager
 def prefect_api(url: str | None) -> Iterator[str]:
     """Run the body's flows against ``url``; None: Prefect's own setting, else this process's

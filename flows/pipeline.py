@@ -21,8 +21,9 @@ from pathlib import Path
 
 from prefect import flow
 from prefect.runtime import flow_run
+from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-from flows.api import prefect_api, require_api_for, start_server_for
+from flows.api import prefect_api, start_api_for
 from flows.beside import Beside, beside
 from flows.iteration import close, iteration
 from tabula.config import Config, parse_config
@@ -128,8 +129,6 @@ def _no_heartbeats() -> Iterator[None]:
     seconds to minutes inside the pipeline's, in the same process: the pipeline flow's own
     heartbeats (every ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` seconds) tell the server the
     process is alive."""
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         yield
 
@@ -241,10 +240,10 @@ def run_pipeline(
 
     A tracking store that cannot be reached (`tasks.tracking.require_reachable`), a run name
     that another tabula run holds in it (`tasks.tracking.require_own_name`), or a Dask scheduler on
-    another machine with no Prefect server named (`flows.api.require_api_for`), is refused
+    another machine with no Prefect server named (`flows.api.start_api_for`), is refused
     first, in seconds and in one line, before anything of the run is made on disk, in git or in
     MLflow. The temporary Prefect server, when the run needs one, starts while these checks
-    run (`flows.api.start_server_for`).
+    run (`flows.api.start_api_for`).
 
     iterations: the iterations to reach (default: the config's, or, with a budget, as many
     as it pays for). core_hours, hours: the run's CPU and wall budgets (`tasks.run.budget`;
@@ -254,8 +253,7 @@ def run_pipeline(
     start-up counts)."""
     cpu_start = process_tree_cpu_seconds() if cpu_start is None else cpu_start
     dask_address = dask_address or cfg.pipeline.dask_address
-    require_api_for(cfg.pipeline.prefect_api_url, dask_address)
-    start_server_for(cfg.pipeline.prefect_api_url)  # (it starts while the checks run)
+    start_api_for(cfg.pipeline.prefect_api_url, dask_address)  # (starts while the checks run)
     layout = RunLayout(project.resolve(), cfg.pipeline.data_dir, cfg.pipeline.name)
     tracking.require_reachable(cfg.pipeline.mlflow_tracking_uri, layout.project)
     versioning.require_run_files(layout.project, layout.run, layout.rel(layout.params))
