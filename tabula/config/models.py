@@ -214,6 +214,15 @@ class SearchConfig(_Section):
         " its own single-point eye, so a briefly trained net cannot learn to pass away games"
         " that Tromp-Taylor scoring (dead stones count) decides on the board.",
     )
+    own_area_pass: bool = Field(
+        default=False,
+        description="(without early_pass) True: pass also stays legal when every other legal"
+        " move lies in the player's own area, an empty region that reaches its stones alone:"
+        " under area scoring such a move gains nothing and can only take an eye, and an"
+        " opponent that plays on (GnuGo capturing the dead) would otherwise make it fill its"
+        " own eye space until its groups die (ours; off in every preset: in play it changed none"
+        " of 200 games, docs/strength.md). False: as early_pass=false says.",
+    )
     fill_own_eyes: bool = Field(
         default=False,
         description="True: the search may fill its own single-point eyes (the paper: every"

@@ -291,17 +291,51 @@ def undo_collisions(t, leaves, vl) -> None:
 
 
 @njit(cache=True, nogil=True)
-def _restrict_pass(board, color, passes, mask, nbr) -> int:
+def _restrict_pass(board, color, passes, mask, nbr, own_area) -> int:
     """Without early passes, pass stays legal only after the opponent passed or when every
-    other legal move fills one's own eye. Returns the change in the legal-move count."""
+    other legal move fills one's own eye, or with ``own_area`` lies in one's own area (an empty
+    region that reaches one's own stones alone: under area scoring a move there gains nothing
+    and can only take away an eye). Returns the change in the legal-move count."""
     M = board.shape[0]
     if passes > 0 or not mask[M]:
         return 0
+    own = np.zeros(M if own_area else 0, dtype=np.bool_)  # the own regions flooded so far
+    stack = np.empty(M if own_area else 0, dtype=np.int32)
     for p in range(M):
-        if mask[p] and not fills_own_eye(board, p, color, nbr):
-            mask[M] = False
-            return -1
+        if not mask[p] or fills_own_eye(board, p, color, nbr):
+            continue
+        if own_area and (own[p] or _own_region(board, p, color, nbr, own, stack)):
+            continue  # (a False ends the loop: ``own`` then holds a partial region)
+        mask[M] = False
+        return -1
     return 0
+
+
+@njit(cache=True, nogil=True)
+def _own_region(board, p, color, nbr, seen, stack) -> bool:
+    """Whether the empty region of ``p`` reaches ``color``'s stones and no others. Its points
+    are marked in ``seen`` as it is flooded, which stops at the first stone of the other
+    colour: after a True they are all own area (so each region is flooded once)."""
+    seen[p] = True
+    stack[0] = p
+    n, top, reached = 1, 0, False
+    while top < n:
+        q = stack[top]
+        top += 1
+        for k in range(4):
+            r = nbr[q, k]
+            if r < 0:
+                continue
+            v = board[r]
+            if v == color:
+                reached = True
+            elif v != 0:
+                return False
+            elif not seen[r]:
+                seen[r] = True
+                stack[n] = r
+                n += 1
+    return reached
 
 
 @njit(cache=True, nogil=True)
@@ -343,7 +377,8 @@ def expand_and_backup(t, leaves, n, priors, values, rules, knobs) -> None:
     back here), values: float32[n] from the leaf's side to move. Illegal moves (occupied,
     suicide, positional superko against the real game and the leaf's path) get P = -1; the
     rest are renormalised (uniform if the network gave them no mass). Without
-    ``knobs.early_pass``, pass is pruned as ``_restrict_pass`` says; without
+    ``knobs.early_pass``, pass is pruned as ``_restrict_pass`` says (with
+    ``knobs.own_area_pass``, less often); without
     ``knobs.fill_own_eyes``, so are the moves that fill one's own single-point eye (pass then
     remains whenever nothing else does). The root's expansion (node 0) does not count as a
     simulation; a root whose search asked for noise (``noise_pending``) gets it now,
@@ -368,8 +403,9 @@ def expand_and_backup(t, leaves, n, priors, values, rules, knobs) -> None:
         )  # fmt: skip
         if not knobs.early_pass:
             count += _restrict_pass(
-                t.board[g, node], t.to_play[g, node], t.passes[g, node], mask, nbr
-            )
+                t.board[g, node], t.to_play[g, node], t.passes[g, node], mask, nbr,
+                knobs.own_area_pass,
+            )  # fmt: skip
         if not knobs.fill_own_eyes:
             count += _drop_own_eye_fills(t.board[g, node], t.to_play[g, node], mask, nbr)
         _set_priors(t.P[g, node], priors[i], rules.perms[leaves.sym[i]], mask, count)

@@ -148,6 +148,7 @@ class SearchParams:
             virtual_loss=float(c.virtual_loss),
             random_symmetry=self.random_symmetry,
             early_pass=bool(c.early_pass),
+            own_area_pass=bool(c.own_area_pass),
             fill_own_eyes=bool(c.fill_own_eyes),
             noise=self.noise,
             alpha=self.dirichlet_alpha,

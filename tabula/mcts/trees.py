@@ -138,9 +138,9 @@ class Knobs(NamedTuple):
 
     per_game: leaves selected per game and gather; c_puct, fpu: the selection's constants;
     virtual_loss: W taken from a path while its leaf waits; random_symmetry: evaluate a leaf
-    under a random dihedral transform; early_pass, fill_own_eyes: the move pruning of
-    `tabula.mcts.kernels.expand_and_backup`; noise: Dirichlet noise at the root, Dir(alpha)
-    with weight epsilon (PUCT), or Gumbel noise (Gumbel). gumbel: the Gumbel search
+    under a random dihedral transform; early_pass, own_area_pass, fill_own_eyes: the move
+    pruning of `tabula.mcts.kernels.expand_and_backup`; noise: Dirichlet noise at the root,
+    Dir(alpha) with weight epsilon (PUCT), or Gumbel noise (Gumbel). gumbel: the Gumbel search
     (`tabula.mcts.gumbel`) instead of PUCT, with gumbel_m moves considered at the root and
     sigma's constants c_visit and c_scale.
     """
@@ -151,6 +151,7 @@ class Knobs(NamedTuple):
     virtual_loss: float
     random_symmetry: bool
     early_pass: bool
+    own_area_pass: bool
     fill_own_eyes: bool
     noise: bool
     alpha: float

@@ -98,24 +98,42 @@ def path_moves(m: BatchedMCTS, g: int, node: int) -> list[int]:
     return moves[::-1]
 
 
-def search_mask(game: Game, early_pass: bool, fill_own_eyes: bool = True) -> np.ndarray:
+def search_mask(
+    game: Game, early_pass: bool, fill_own_eyes: bool = True, own_area_pass: bool = False
+) -> np.ndarray:
     """The moves a search may take, recomputed in plain Python: the legal moves; without
     early passes, pass only after the opponent passed or when every other legal move fills
-    one's own eye; without ``fill_own_eyes``, no move that fills one's own eye."""
+    one's own eye (with ``own_area_pass``: or lies in an empty region that reaches one's own
+    stones alone); without ``fill_own_eyes``, no move that fills one's own eye."""
     mask = game.legal_mask()
     board, color, N = game.board.ravel(), game.to_play, game.size
 
-    def own_eye(p: int) -> bool:
+    def around(p: int) -> list[int]:
         r, c = divmod(p, N)
-        around = [
-            board[q * N + k]
+        return [
+            q * N + k
             for q, k in ((r - 1, c), (r + 1, c), (r, c - 1), (r, c + 1))
             if 0 <= q < N and 0 <= k < N
         ]
-        return all(x == color for x in around)
 
-    eye_fills = [int(p) for p in np.flatnonzero(mask[:-1]) if own_eye(int(p))]
-    if not early_pass and game.passes == 0 and len(eye_fills) < mask[:-1].sum():
+    def own_eye(p: int) -> bool:
+        return all(board[q] == color for q in around(p))
+
+    def own_area(p: int) -> bool:  # flood p's empty region: does it reach ``color`` alone?
+        region, todo, reach = {p}, [p], set()
+        while todo:
+            for q in around(todo.pop()):
+                if board[q] != 0:
+                    reach.add(int(board[q]))
+                elif q not in region:
+                    region.add(q)
+                    todo.append(q)
+        return reach == {color}
+
+    moves = [int(p) for p in np.flatnonzero(mask[:-1])]
+    eye_fills = [p for p in moves if own_eye(p)]
+    settled = [p for p in moves if own_eye(p) or (own_area_pass and own_area(p))]
+    if not early_pass and game.passes == 0 and len(settled) < len(moves):
         mask[-1] = False
     if not fill_own_eyes:
         mask[eye_fills] = False
@@ -156,7 +174,7 @@ def check_tree(m: BatchedMCTS, g: int, game: Game | None = None) -> None:
             assert t.to_play[g, n] == replay.to_play
             if state == EXPANDED:
                 c = m.params.config
-                legal = search_mask(replay, c.early_pass, c.fill_own_eyes)
+                legal = search_mask(replay, c.early_pass, c.fill_own_eyes, c.own_area_pass)
                 assert ((t.P[g, n] >= 0) == legal).all(), n
             if state == TERMINAL:
                 assert replay.is_over()

@@ -131,6 +131,42 @@ def test_own_eye_fills_are_searched_only_when_allowed(fill_own_eyes: bool) -> No
     check_tree(m, 0, game)
 
 
+@pytest.mark.parametrize("own_area_pass", [False, True])
+def test_own_area_fills_leave_pass_open_only_when_asked(own_area_pass: bool) -> None:
+    # Black's only legal moves but the eyes lie in its own area, the region C1-E2 that
+    # reaches black alone (white's points are suicide for black): filling it gains nothing.
+    # Pass is searched there only with `own_area_pass`; once white invades, the region
+    # reaches white too and black must answer.
+    game = game_from_diagram(
+        """
+        . X O O .
+        X X O . O
+        X X X O O
+        X X . X X
+        X . . . X
+        """,
+        to_play=1,
+    )
+    m = searched(game, hashed, simulations=200, own_area_pass=own_area_pass, fill_own_eyes=False)
+    P = m.trees.P[0, 0]
+    assert (P[25] >= 0) == own_area_pass
+    assert all(P[vertex(game, v)] >= 0 for v in ("C2", "B1", "C1", "D1"))
+    check_tree(m, 0, game)
+    invaded = game_from_diagram(
+        """
+        . X O O .
+        X X O . O
+        X X X O O
+        X X . X X
+        X . O . X
+        """,
+        to_play=1,
+    )
+    m = searched(invaded, hashed, simulations=200, own_area_pass=True, fill_own_eyes=False)
+    assert m.trees.P[0, 0][25] < 0
+    check_tree(m, 0, invaded)
+
+
 def test_when_only_own_eye_fills_remain_the_search_passes() -> None:
     game = game_from_diagram(ONLY_PASS.replace("O", "x").replace("X", "O").replace("x", "X"))
     assert game.legal_mask().sum() == 5  # four own-eye fills and pass
