@@ -320,6 +320,13 @@ CONFIGS = {
         " each new block starting as the identity (KataGo grew b6 -> b10 -> b15 during its"
         " runs; Net2Net, Chen et al. 2016); for a 4 core-hour screening against the fixed net",
     ),
+    "growladders": _screening(
+        ("network.ladders=true", "network.grow=[[100,6],[180,8]]"),
+        "ladders whose 4 x 32 network grows to 6 blocks at iteration 100 and 8 at iteration"
+        " 180, each new block starting as the identity (KataGo grew b6 -> b10 -> b15 during its"
+        " runs; Net2Net, Chen et al. 2016): where the four-core-hour ladders run on the AMD EPYC"
+        " flattened against GnuGo level 1 (about iteration 110 of 275), against that fixed net",
+    ),
     "laptop": Entry(
         "configs/9x9-laptop.yaml",
         (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION),
