@@ -320,6 +320,13 @@ CONFIGS = {
         " each new block starting as the identity (KataGo grew b6 -> b10 -> b15 during its"
         " runs; Net2Net, Chen et al. 2016); for a 4 core-hour screening against the fixed net",
     ),
+    "areapass": _screening(
+        ("search.own_area_pass=true",),
+        "default whose search may also pass when every legal move but its own-eye fills lies"
+        " in its own area (ours), in self-play and in play: whether a network that self-plays"
+        " with that pass learns to take it where the default fills its own eye space until its"
+        " groups die (docs/strength.md)",
+    ),
     "growladders": _screening(
         ("network.ladders=true", "network.grow=[[100,6],[180,8]]"),
         "ladders whose 4 x 32 network grows to 6 blocks at iteration 100 and 8 at iteration"
