@@ -220,8 +220,8 @@ class SearchConfig(_Section):
         " move lies in the player's own area, an empty region that reaches its stones alone:"
         " under area scoring such a move gains nothing and can only take an eye, and an"
         " opponent that plays on (GnuGo capturing the dead) would otherwise make it fill its"
-        " own eye space until its groups die (ours; off in every preset: in play it changed the"
-        " score of none of 200 games, docs/strength.md). False: as early_pass=false says.",
+        " own eye space until its groups die (ours; off in every preset: it lost at the quick"
+        " budget, docs/strength.md). False: as early_pass=false says.",
     )
     fill_own_eyes: bool = Field(
         default=False,
