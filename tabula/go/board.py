@@ -336,6 +336,36 @@ def move_status(board, move, color, nbr, zob, h, game_set, path, n_path) -> int:
 
 
 @njit(cache=True, nogil=True)
+def flood_region(board, s, nbr, seen, stack, stop) -> tuple[int, bool, bool]:
+    """Flood the empty region of empty point ``s``: its points are marked in ``seen`` and
+    listed in ``stack[:n]``. Returns (n, whether it reaches a black stone, a white one); the
+    flood stops at the first stone of colour ``stop`` (0: never, and the region is whole)."""
+    seen[s] = True
+    stack[0] = s
+    n, top = 1, 0
+    reach_black, reach_white = False, False
+    while top < n:
+        p = stack[top]
+        top += 1
+        for k in range(4):
+            q = nbr[p, k]
+            if q < 0:
+                continue
+            v = board[q]
+            if v != 0 and v == stop:
+                return n, reach_black or v > 0, reach_white or v < 0
+            if v > 0:
+                reach_black = True
+            elif v < 0:
+                reach_white = True
+            elif not seen[q]:
+                seen[q] = True
+                stack[n] = q
+                n += 1
+    return n, reach_black, reach_white
+
+
+@njit(cache=True, nogil=True)
 def area_ownership(board, nbr) -> np.ndarray:
     """int8[M]: who owns each point under Tromp-Taylor area scoring: +1 black (a black stone,
     or an empty point whose region reaches black alone), -1 white, 0 neither (dame). Its sum
@@ -350,27 +380,8 @@ def area_ownership(board, nbr) -> np.ndarray:
             continue
         if seen[s]:
             continue
-        # Flood one empty region; it scores for a colour only if it reaches that colour alone.
-        seen[s] = True
-        stack[0] = s
-        n, top = 1, 0
-        reach_black, reach_white = False, False
-        while top < n:
-            p = stack[top]
-            top += 1
-            for k in range(4):
-                q = nbr[p, k]
-                if q < 0:
-                    continue
-                v = board[q]
-                if v > 0:
-                    reach_black = True
-                elif v < 0:
-                    reach_white = True
-                elif not seen[q]:
-                    seen[q] = True
-                    stack[n] = q
-                    n += 1
+        # One empty region scores for a colour only if it reaches that colour alone.
+        n, reach_black, reach_white = flood_region(board, s, nbr, seen, stack, 0)
         colour = (
             1 if reach_black and not reach_white else -1 if reach_white and not reach_black else 0
         )

@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit
 
 from tabula.features import HISTORY, fill_planes
-from tabula.go.board import area_score, fills_own_eye, legal_mask, play_move
+from tabula.go.board import area_score, fills_own_eye, flood_region, legal_mask, play_move
 from tabula.mcts.gumbel import prepare_root, select_interior, select_root
 from tabula.mcts.random import gamma, next_u64
 from tabula.mcts.trees import EXPANDED, FULL, NOISY, TERMINAL, UNEXPANDED
@@ -314,28 +314,11 @@ def _restrict_pass(board, color, passes, mask, nbr, own_area) -> int:
 @njit(cache=True, nogil=True)
 def _own_region(board, p, color, nbr, seen, stack) -> bool:
     """Whether the empty region of ``p`` reaches ``color``'s stones and no others. Its points
-    are marked in ``seen`` as it is flooded, which stops at the first stone of the other
-    colour: after a True they are all own area (so each region is flooded once)."""
-    seen[p] = True
-    stack[0] = p
-    n, top, reached = 1, 0, False
-    while top < n:
-        q = stack[top]
-        top += 1
-        for k in range(4):
-            r = nbr[q, k]
-            if r < 0:
-                continue
-            v = board[r]
-            if v == color:
-                reached = True
-            elif v != 0:
-                return False
-            elif not seen[r]:
-                seen[r] = True
-                stack[n] = r
-                n += 1
-    return reached
+    are marked in ``seen`` as it is flooded (`tabula.go.board.flood_region`), which stops at
+    the first stone of the other colour: after a True they are all own area (so each region is
+    flooded once)."""
+    _, reach_black, reach_white = flood_region(board, p, nbr, seen, stack, -color)
+    return (reach_black and not reach_white) if color > 0 else (reach_white and not reach_black)
 
 
 @njit(cache=True, nogil=True)

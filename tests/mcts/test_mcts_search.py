@@ -133,7 +133,7 @@ def test_own_eye_fills_are_searched_only_when_allowed(fill_own_eyes: bool) -> No
 
 @pytest.mark.parametrize("own_area_pass", [False, True])
 def test_own_area_fills_leave_pass_open_only_when_asked(own_area_pass: bool) -> None:
-    # Black's only legal moves but the eyes lie in its own area, the region C1-E2 that
+    # Black's only legal moves but the eyes lie in its own area, the region B1-D1 and C2 that
     # reaches black alone (white's points are suicide for black): filling it gains nothing.
     # Pass is searched there only with `own_area_pass`; once white invades, the region
     # reaches white too and black must answer.
