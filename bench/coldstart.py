@@ -13,15 +13,20 @@ into a scratch project. Three cases:
 
 - ``each compiles`` (``warm=None``, what the pool did before it compiled once): a cold cache (a
   new, empty ``NUMBA_CACHE_DIR``); every process compiles what its games need;
-- ``compile once`` (what the pipeline's pool does, `tasks.selfplay.compile_kernels`): a cold
-  cache; the first process compiles, the others wait and then load the kernels from the cache;
-- ``warm cache``: as ``compile once``, on the cache the case before filled: the floor.
+- ``compile once`` (the pool before it split the compile, `tasks.selfplay.compile_kernels`):
+  a cold cache; the first process compiles, the others wait and then load the kernels from
+  the cache;
+- ``compile split`` (what the pipeline's pool does): as ``compile once``, and one waiting process
+  compiles meanwhile the kernels the first one's game reaches last
+  (`tasks.selfplay.compile_kernels_ahead`), which that game then loads from the cache;
+- ``warm cache``: as ``compile split``, on the cache the case before filled: the floor.
 
 Per case: the wall time from the jobs' start to the last one's end; the processes'
 CPU-seconds (each process's own from its start: the interpreter, the imports, the compile,
 the games); and how many of the processes compiled (numba's cache misses). The two cold cases
-alternate over ``--rounds`` (the medians are shown). ``each compiles`` less ``compile once`` is
-the CPU a run's first self-play stage saves, which a budgeted run then spends on learning. The
+rotate over ``--rounds`` (the medians are shown). ``each compiles`` less ``compile once`` is
+the CPU a run's first self-play stage saves, which a budgeted run then spends on learning;
+``compile split`` against ``compile once``, the wall time a cold start saves and its CPU. The
 other processes' CPU on the machine meanwhile is reported (`bench.provenance.Sharing`).
 Prints a table, writes the same figures as JSON.
 """
@@ -45,12 +50,13 @@ from bench.provenance import Sharing, Snapshot, commit, machine
 from model.files import write_json
 from tabula.config import Config, load_config
 from tabula.plan import WorkerSpec
-from tasks.selfplay import compile_kernels
+from tasks.selfplay import compile_kernels, compile_kernels_ahead
 from tasks.workers import WorkerProcesses
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
-CASES = ("each compiles", "compile once", "warm cache")
+CASES = ("each compiles", "compile once", "compile split", "warm cache")
+COLD = CASES[:3]
 
 
 def tabula_kernels() -> list[Any]:
@@ -77,7 +83,9 @@ def run_case(cfg: Config, case: str, cache: Path, project: Path, games: int, wor
     """One case (module docstring) on ``workers`` new processes with numba's cache in
     ``cache``: wall, CPU-seconds and how many processes compiled."""
     os.environ["NUMBA_CACHE_DIR"] = str(cache)  # (read by each process as it starts)
-    pool = WorkerProcesses(workers, warm=None if case == "each compiles" else compile_kernels)
+    warm = None if case == "each compiles" else compile_kernels
+    ahead = compile_kernels_ahead if case in ("compile split", "warm cache") else None
+    pool = WorkerProcesses(workers, warm=warm, ahead=ahead)
     results: list[Any] = [None] * workers
 
     def play(w: int) -> None:
@@ -103,13 +111,13 @@ def run_case(cfg: Config, case: str, cache: Path, project: Path, games: int, wor
 
 
 def measure(cfg: Config, workers: int, games: int, rounds: int, scratch: Path) -> list[dict]:
-    """Every case: the two cold ones alternating over ``rounds``, then the warm cache."""
+    """Every case: the cold ones, their order rotating over ``rounds``, then the warm cache."""
     rows = []
     for r in range(rounds):
-        for case in CASES[:2] if r % 2 == 0 else CASES[1::-1]:
+        for case in COLD[r % 3 :] + COLD[: r % 3]:
             cache = scratch / f"cache-{r}-{case.replace(' ', '-')}"
             rows.append(run_case(cfg, case, cache, scratch / "project", games, workers))
-            if case == "compile once":
+            if case == "compile split":
                 warm_cache = cache
     rows.append(run_case(cfg, CASES[2], warm_cache, scratch / "project", games, workers))
     return rows
@@ -122,9 +130,11 @@ def summary(rows: list[dict]) -> dict[str, dict]:
         mine = [r for r in rows if r["case"] == case]
         out[case] = {k: statistics.median(r[k] for r in mine)
                      for k in ("wall_s", "cpu_s", "compiled")}  # fmt: skip
-    each, once = out["each compiles"], out["compile once"]
+    each, once, split = out["each compiles"], out["compile once"], out["compile split"]
     out["saved_cpu_s"] = round(each["cpu_s"] - once["cpu_s"], 2)
     out["wall_ratio"] = round(once["wall_s"] / each["wall_s"], 3)
+    out["split_saved_wall_s"] = round(once["wall_s"] - split["wall_s"], 2)
+    out["split_extra_cpu_s"] = round(split["cpu_s"] - once["cpu_s"], 2)
     return out
 
 
@@ -164,7 +174,9 @@ def main() -> None:
     console.print(table(rows, args.workers))
     s = result["summary"]
     console.print(f"compile once saves {s['saved_cpu_s']:.1f} CPU-s over each compiles; "
-                  f"wall ratio {s['wall_ratio']:.2f}; others' share of the machine "
+                  f"wall ratio {s['wall_ratio']:.2f}; compile split saves "
+                  f"{s['split_saved_wall_s']:.1f} s of wall for {s['split_extra_cpu_s']:+.1f} "
+                  f"CPU-s; others' share of the machine "
                   f"{sharing.others_share:.1%}")  # fmt: skip
     if args.json:
         write_json(args.json, result)

@@ -42,6 +42,7 @@ from model.shards import ShardRecords, write_shard
 from tabula.config import Config
 from tabula.errors import UsageError
 from tabula.features import NUM_PLANES
+from tabula.mcts import BatchedMCTS
 from tabula.plan import IterationPlan, WorkerSpec, torch_threads, with_v_resign
 from tabula.resign import ResignTrace, calibrate_samples
 from tabula.selfplay import GameRecord, SelfPlayParams, SelfPlayStats, play_games
@@ -53,7 +54,7 @@ from tasks.run.markers import finished, resumable
 from tasks.run.records import SelfplayRecord, Stage, WorkerRecord, WorkerResult
 from tasks.scratch import scratch_prefix
 from tasks.watch import reporting
-from tasks.workers import close_worker_processes, worker_processes
+from tasks.workers import WorkerProcesses, close_worker_processes, worker_processes
 
 #: What a shard's ``pi`` column holds, by search algorithm (its metadata's "policy_target").
 POLICY_TARGETS = {"puct": "visits", "gumbel": "gumbel-improved-policy"}
@@ -252,7 +253,7 @@ def selfplay_worker(cfg: Config, layout: RunLayout, spec: WorkerSpec) -> WorkerR
     started = time.monotonic()
     threads = worker_threads(cfg)
     if in_processes(cfg):
-        pool = worker_processes(cfg.selfplay.workers, compile_kernels)
+        pool = _pool(cfg)
         ahead = pool.adopt(layout.project, spec)  # (`play_ahead`)
         if ahead is not None:
             started, result = ahead.began.wall_s, ahead.result()
@@ -315,7 +316,7 @@ def play_ahead(cfg: Config, layout: RunLayout, plan: IterationPlan) -> None:
     one during self-play (`flows.pipeline`)."""
     if not in_processes(cfg):
         return
-    pool = worker_processes(cfg.selfplay.workers, compile_kernels)
+    pool = _pool(cfg)
     threads = torch_threads(cfg.selfplay.workers)
     for spec in plan.workers:
         if finished(layout, spec.iteration, Stage.SELFPLAY, WorkerRecord, spec.worker):
@@ -329,8 +330,14 @@ def games_began(cfg: Config, layout: RunLayout, iteration: int) -> Mark | None:
     over; None when it did not (`tasks.run.cputime.Laps.lap`'s ``since``)."""
     if not in_processes(cfg):
         return None
-    pool = worker_processes(cfg.selfplay.workers, compile_kernels)
+    pool = _pool(cfg)
     return pool.started(layout.project, iteration)
+
+
+def _pool(cfg: Config) -> WorkerProcesses:
+    """This process's self-play worker processes for ``cfg`` (`tasks.workers.worker_processes`),
+    warming up with `compile_kernels` and `compile_kernels_ahead`."""
+    return worker_processes(cfg.selfplay.workers, compile_kernels, compile_kernels_ahead)
 
 
 def compile_kernels(cfg: Config) -> None:
@@ -347,11 +354,20 @@ def compile_kernels(cfg: Config) -> None:
         run_worker(quick, WorkerSpec(0, 0, "random", 1, 0, "warm-up", None), Path(scratch))
 
 
+def compile_kernels_ahead(cfg: Config) -> None:
+    """The other half of a warm-up on a cold cache, beside `compile_kernels` in another
+    process: compile the search kernels its game reaches after its first gather
+    (`tabula.mcts.BatchedMCTS.compile_ahead`) while the game compiles the ones before, so that
+    it loads them from numba's cache when it gets there (`tasks.workers`)."""
+    params = SelfPlayParams.from_config(cfg).search
+    BatchedMCTS(1, cfg.rules.board_size, cfg.rules.komi, params).compile_ahead()
+
+
 def start_workers(cfg: Config) -> None:
     """Start the self-play worker processes of ``cfg`` now, if it plays in processes
     (`in_processes`): their numba compile then overlaps the run's start (`tasks.workers`)."""
     if in_processes(cfg):
-        pool = worker_processes(cfg.selfplay.workers, compile_kernels)
+        pool = _pool(cfg)
         pool.start(cfg, torch_threads(cfg.selfplay.workers))
 
 

@@ -532,6 +532,35 @@ class BatchedMCTS:
         own = self.roots(slots).value
         return np.where(total[:, 0] > 0, values, own).astype(np.float32)
 
+    def compile_ahead(self) -> None:
+        """Compile the kernels a game's first move reaches after its first gather, without
+        running them (or load them from numba's cache): each for the types of the arguments
+        this search's methods pass it, from its own trees, leaves, rules and knobs (slots,
+        moves and counts int64, as the methods make them). Run beside a process whose first
+        game compiles the kernels one by one as it calls them (the root, the start and the
+        gather take it about half its time), this compiles the rest meanwhile
+        (`tasks.workers`), and that game then loads them from the cache."""
+        t, M, one = self.trees, self.M, np.zeros(1, dtype=np.int64)
+        leaves = self.new_leaves(self.knobs.per_game)
+        r = Roots(np.zeros((1, M + 1), np.int32), np.zeros(1, np.float32),
+                  np.zeros(1, np.int64), np.zeros(1, np.float32))  # fmt: skip
+        policy, value = np.zeros((1, M + 1), np.float32), np.zeros(1, np.float32)
+        if self.params.gumbel:
+            decide = (gumbel_decisions, (t, one, self.knobs, one, policy))
+        else:
+            visits = np.zeros((1, M + 1), np.int32)
+            tau = np.broadcast_to(np.zeros(1, np.float64), (1,))  # (read-only, as `decide`'s)
+            decide = (choose_moves, (t, one, visits, tau, one))
+        calls = (  # (in the order a game reaches them, after its first gather)
+            (expand_and_backup, (t, leaves, 1, policy, value, self.rules, self.knobs)),
+            (undo_collisions, (t, leaves, self.knobs.virtual_loss)),
+            (root_stats, (t, one, r.visits, r.value, r.best_move, r.best_value)),
+            decide,
+            (play_moves, (t, one, one, self.params.simulations + 1, self.rules, one)),
+        )
+        for kernel, args in calls:
+            kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
+
     def _check_reset(self, slots: np.ndarray) -> None:
         for slot in slots:
             if self.rngs[slot] is None:

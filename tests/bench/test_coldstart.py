@@ -1,4 +1,4 @@
-"""`bench.coldstart`: the medians of its cases and what compiling once saves; its usage errors."""
+"""`bench.coldstart`: its medians, what compiling once and splitting the compile save, usage."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ def test_the_summary_takes_each_case_s_median_and_the_saving():
         _row("compile once", 70.0, 70.0, 1),
         _row("compile once", 72.0, 76.0, 1),
         _row("each compiles", 76.0, 140.0, 2),
+        _row("compile split", 55.0, 80.0, 1),
         _row("warm cache", 11.0, 15.0, 0),
     ]
     s = summary(rows)
@@ -28,6 +29,7 @@ def test_the_summary_takes_each_case_s_median_and_the_saving():
     assert s["warm cache"]["compiled"] == 0
     assert s["saved_cpu_s"] == 82.0
     assert s["wall_ratio"] == pytest.approx(71.0 / 83.0, abs=1e-3)
+    assert s["split_saved_wall_s"] == 16.0 and s["split_extra_cpu_s"] == 7.0
 
 
 @pytest.mark.parametrize("args", [["--workers", "0"], ["--games", "0"], ["--rounds", "0"]])

@@ -109,6 +109,24 @@ def compile_normal_or_hang(cfg: object) -> None:
     compile_normal(cfg)
 
 
+#: The file `note_ahead` appends its process's pid to.
+AHEAD_FILE = "TABULA_TEST_AHEAD_FILE"
+
+
+def compile_normal_slowly(cfg: object) -> None:
+    """`compile_normal` after two seconds: the lock stays held while the others get there."""
+    import time
+
+    time.sleep(2)
+    compile_normal(cfg)
+
+
+def note_ahead(cfg: object) -> None:
+    """A pool's ``ahead``: append this process's pid to the file `AHEAD_FILE` names."""
+    with open(os.environ[AHEAD_FILE], "a") as f:
+        f.write(f"{os.getpid()}\n")
+
+
 def normal_cache_use(cfg: object, project: Path, spec: object, progress: object = None) -> tuple:
     """A worker job: (this process's pid, how many signatures of `tabula.mcts.random.normal`
     it compiled, how many it loaded from numba's cache). It takes half a second, so that jobs
@@ -146,3 +164,25 @@ def check_the_warm_up_covers_selfplay(overrides: list[str]) -> None:
     )
     warm, after = map(int, out.split())
     assert warm > 20 and after == warm
+
+
+def check_the_ahead_compile_is_the_games_own(overrides: list[str], decide: str) -> None:
+    """In a fresh process: `tasks.selfplay.compile_kernels_ahead` for that config gives each of
+    the search's kernels after its gather (``decide``: how it picks the move) a signature, and
+    the warm-up game after it (`tasks.selfplay.compile_kernels`) adds none to them: the game
+    finds what the helper compiled."""
+    out = _python(
+        "from tabula.config import load_config\n"
+        "from tabula.mcts import gumbel, kernels, moves\n"
+        "from tasks.selfplay import compile_kernels, compile_kernels_ahead\n"
+        f"cfg = load_config(None, {overrides!r})\n"
+        "ks = [kernels.expand_and_backup, kernels.undo_collisions, moves.root_stats,\n"
+        f"      moves.play_moves, getattr(gumbel, {decide!r}, None) or moves.{decide}]\n"
+        "compile_kernels_ahead(cfg)\n"
+        "ahead = [set(k.signatures) for k in ks]\n"
+        "compile_kernels(cfg)\n"
+        "print(sum(1 for a in ahead if a), sum(len(set(k.signatures) - a)\n"
+        "                                     for k, a in zip(ks, ahead)))\n"
+    )
+    covered, added = map(int, out.split())
+    assert covered == 5 and added == 0

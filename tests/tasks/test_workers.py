@@ -24,11 +24,15 @@ from tabula.plan import WorkerSpec
 from tasks.selfplay import WorkerProgress, compile_kernels, in_processes, play_spec
 from tasks.workers import WorkerDiedError, WorkerProcesses
 from tests.helpers.numba import (
+    AHEAD_FILE,
     HANG_FLAG,
+    check_the_ahead_compile_is_the_games_own,
     check_the_warm_up_covers_selfplay,
     compile_normal,
     compile_normal_or_hang,
+    compile_normal_slowly,
     normal_cache_use,
+    note_ahead,
 )
 
 OVERRIDES = [
@@ -272,6 +276,31 @@ def test_a_process_killed_while_it_compiles_leaves_it_to_the_next(
 
 def test_the_warm_up_covers_what_selfplay_compiles() -> None:
     check_the_warm_up_covers_selfplay([*OVERRIDES, "network.liberties=true"])
+
+
+@pytest.mark.parametrize(
+    "search, decide", [("gumbel", "gumbel_decisions"), ("puct", "choose_moves")]
+)
+def test_the_helper_compiles_what_the_warm_up_game_calls(search: str, decide: str) -> None:
+    check_the_ahead_compile_is_the_games_own(
+        [*OVERRIDES, f"search.algorithm={search}", "network.liberties=true"], decide
+    )
+
+
+def test_one_process_helps_while_another_compiles(cfg, tmp_path: Path, monkeypatch) -> None:
+    """On a cold cache, while the first process compiles, one other process (of two waiting)
+    runs the pool's ``ahead``; every process then takes its job."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cold"))
+    monkeypatch.setenv(AHEAD_FILE, str(tmp_path / "ahead"))
+    pool = WorkerProcesses(3, warm=compile_normal_slowly, ahead=note_ahead)
+    try:
+        results = _play_side_by_side(pool, cfg, tmp_path, 3)
+    finally:
+        pool.close()
+    helpers = (tmp_path / "ahead").read_text().split()
+    pids = {pid for pid, _, _ in results}
+    assert len(pids) == 3 and len(helpers) == 1 and int(helpers[0]) in pids
+    assert sorted((misses, hits) for _, misses, hits in results) == [(0, 1), (0, 1), (1, 0)]
 
 
 def test_started_processes_warm_up_before_their_first_job(cfg, tmp_path: Path, monkeypatch) -> None:
