@@ -119,7 +119,7 @@ def measure(cfg: Config, workers: int, games: int, rounds: int, scratch: Path) -
             rows.append(run_case(cfg, case, cache, scratch / "project", games, workers))
             if case == "compile split":
                 warm_cache = cache
-    rows.append(run_case(cfg, CASES[2], warm_cache, scratch / "project", games, workers))
+    rows.append(run_case(cfg, CASES[-1], warm_cache, scratch / "project", games, workers))
     return rows
 
 
