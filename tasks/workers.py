@@ -35,10 +35,11 @@ first move calls them: about 40 CPU-seconds in one process, while the pool's oth
 wait, and once the run's start is done, a core of two idle. So the first process to find the
 lock held helps first (the pool's ``ahead``, `tasks.selfplay.compile_kernels_ahead`): it
 compiles the kernels that game reaches after its first gather while the game compiles those
-before, and numba's cache hands them to the game when it gets there (measured: the warm-up
-took 25 s of wall time instead of 40, for about 5 CPU-seconds more, the helper's own imports
-and the callees both compile). Only one process helps (a record lock on the lock file's second
-byte): the others wait as before, so the help costs its CPU once per pool, not per process.
+before, and numba's cache hands them to the game when it gets there (`python -m
+bench.coldstart`: the first jobs end after 28 s instead of 45, for about the same CPU; a cold
+two-iteration run, 8 CPU-seconds more, since some callees are compiled by both). Only one
+process helps (a record lock on the lock file's second byte): the others wait as before, so
+the help costs its CPU once per pool, not per process.
 
 A worker process never outlives the run: it ignores SIGINT (the run's process handles a
 Ctrl-C and stops the workers), and exits at once when its parent is gone (a SIGKILL of the
