@@ -9,7 +9,7 @@ self-play process then spends about a minute of CPU compiling before its first m
 ``--workers`` processes of `tasks.workers.WorkerProcesses` (default 2) each get one job at
 once: `tasks.selfplay.run_worker`, what the pipeline's worker jobs run, playing ``--games`` games of
 the config's self-play (default `configs/quickstart.yaml`) with a freshly initialised network
-into a scratch project. Three cases:
+into a scratch project. Four cases:
 
 - ``each compiles`` (``warm=None``, what the pool did before it compiled once): a cold cache (a
   new, empty ``NUMBA_CACHE_DIR``); every process compiles what its games need;
@@ -23,7 +23,7 @@ into a scratch project. Three cases:
 
 Per case: the wall time from the jobs' start to the last one's end; the processes'
 CPU-seconds (each process's own from its start: the interpreter, the imports, the compile,
-the games); and how many of the processes compiled (numba's cache misses). The two cold cases
+the games); and how many of the processes compiled (numba's cache misses). The three cold cases
 rotate over ``--rounds`` (the medians are shown). ``each compiles`` less ``compile once`` is
 the CPU a run's first self-play stage saves, which a budgeted run then spends on learning;
 ``compile split`` against ``compile once``, the wall time a cold start saves and its CPU. The
@@ -114,7 +114,7 @@ def measure(cfg: Config, workers: int, games: int, rounds: int, scratch: Path) -
     """Every case: the cold ones, their order rotating over ``rounds``, then the warm cache."""
     rows = []
     for r in range(rounds):
-        for case in COLD[r % 3 :] + COLD[: r % 3]:
+        for case in COLD[r % len(COLD) :] + COLD[: r % len(COLD)]:
             cache = scratch / f"cache-{r}-{case.replace(' ', '-')}"
             rows.append(run_case(cfg, case, cache, scratch / "project", games, workers))
             if case == "compile split":

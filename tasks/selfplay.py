@@ -42,7 +42,7 @@ from model.shards import ShardRecords, write_shard
 from tabula.config import Config
 from tabula.errors import UsageError
 from tabula.features import NUM_PLANES
-from tabula.mcts import BatchedMCTS
+from tabula.mcts import BatchedMCTS, SearchParams
 from tabula.plan import IterationPlan, WorkerSpec, torch_threads, with_v_resign
 from tabula.resign import ResignTrace, calibrate_samples
 from tabula.selfplay import GameRecord, SelfPlayParams, SelfPlayStats, play_games
@@ -359,7 +359,7 @@ def compile_kernels_ahead(cfg: Config) -> None:
     process: compile the search kernels its game reaches after its first gather
     (`tabula.mcts.BatchedMCTS.compile_ahead`) while the game compiles the ones before, so that
     it loads them from numba's cache when it gets there (`tasks.workers`)."""
-    params = SelfPlayParams.from_config(cfg).search
+    params = SearchParams.from_config(cfg)
     BatchedMCTS(1, cfg.rules.board_size, cfg.rules.komi, params).compile_ahead()
 
 
