@@ -37,32 +37,11 @@ ladder and head-to-head game with the GnuGo levels held at the offsets `bench/la
 measured (`tabula.ladder.GNUGO_ELO_9X9`; GnuGo level 1 = 0), so figures of different runs and
 budgets share one scale.
 
-Configs (``bench/strength_configs.py``, each with its source): ``paper``, the paper's search and
-training settings on 9x9 (``configs/9x9.yaml``) with the quick start's network and 192 games an
-iteration (the earlier quick start's), fitted to two cores; ``default``, the quick start (since
-commit 8690194 the laptop preset's settings, with KataGo's playout caps since the ``katago``
-screening); ``allrows``, the default before those caps (noisy fast searches, recorded, 500
-steps an iteration); ``puct``, the quick start before that (the ``default``
-of the runs measured then); ``gumbel``, puct with the laptop preset's Gumbel search and no gating;
-``aux``, puct with the ownership and score heads; ``kcaps``, allrows with quiet fast searches
-and their rows weighted 0; ``pivalue``, default with
-the value target's root value taken as Σ π′·completed Q; ``m4``, default with Sequential
-Halving over 4 sampled actions; ``wide``, default with a 6 × 64 network; ``lr3``, default
-with three times the paper's learning rate (the default since), ``lr10`` with ten times it;
-``g192``, default with 192 games an iteration; ``reduced``, default with KataGo's reduced
-visits in decided games; ``katago``, the default of the ``katago``
-screening (the paper's rate) under its screening name, whose one-core-hour run later screenings
-reuse; ``laptop``, ``configs/9x9-laptop.yaml``. The screenings of targets that reward good play
-run at an equal budget (``pipeline.budget_overshoot`` 0.03) beside ``baseline``, the default so
-run: ``tau0`` and ``ktemp`` (the played move: pi''s mode after the opening, or KataGo's decaying
-temperature), ``z0`` and ``mix25`` (the value target's lambda), ``visitvalue`` (the root value
-weighted by visits), ``reduced01`` (reduced visits with decided rows kept at weight 0.1),
-``reduced01f`` (the same with the weight a frequency, as KataGo uses it), ``libs`` (6 liberty
-planes in the network's input), ``ladders`` and ``gpool`` (the ladder planes; global pooling),
-``spr8`` and ``spr2`` (each recorded row trained about 8 or 2 times instead of 4), ``win5``
-(a window of 5 iterations' games instead of 10), ``fresh`` (``spr2`` and ``win5`` together),
-``score`` (the search's values with a share of the score head's margin: KataGo's score utility)
-and ``grow`` (the network deepened from 4 to 6 and 8 blocks during the run, for a 4 core-hour pair).
+Configs: ``bench/strength_configs.py`` holds each (``--help`` names them), with the source of
+its settings: ``paper``, the paper's search and training on 9x9 fitted to two cores; ``default``,
+the quick start; the screenings, each one switch against the default of its time (``baseline``
+where they run at an equal budget, ``pipeline.budget_overshoot`` 0.03); ``laptop``,
+``configs/9x9-laptop.yaml``. docs/strength.md keeps every screening's result.
 Each run's first iteration plans the config's ``pipeline.iterations`` (1000: no drop yet); from
 the second on, the schedule is fitted to what the budget is expected to pay for, so every run
 anneals within its budget.

@@ -1,7 +1,8 @@
 """The configs `bench/strength.py` trains and rates, each with where its settings come from.
 
 Each is a config file of ``configs/`` and overrides: ``MACHINE``, the fit to two cores every
-config shares, then its own (see `bench/strength.py`'s docstring for what each measures).
+config shares, then its own, with the source of its settings (docs/strength.md keeps what each
+measured).
 """
 
 from __future__ import annotations
@@ -333,6 +334,14 @@ CONFIGS = {
         " 180, each new block starting as the identity (KataGo grew b6 -> b10 -> b15 during its"
         " runs; Net2Net, Chen et al. 2016): where the four-core-hour ladders run on the AMD EPYC"
         " flattened against GnuGo level 1 (about iteration 110 of 275), against that fixed net",
+    ),
+    "full32": _screening(
+        ("network.ladders=true", "search.simulations=32", "selfplay.fast_simulations=4"),
+        "ladders whose full searches (a quarter of the moves, the recorded rows) run 32"
+        " simulations instead of 16, the fast ones still 4: deeper searches for the policy and"
+        " value targets at about 1.6 times self-play's cost (KataGo's full searches run 6 times"
+        " its fast ones' playouts, Wu 2019; ours: whether better targets pay for fewer"
+        " iterations, where the deeper search at play time does not, docs/strength.md)",
     ),
     "laptop": Entry(
         "configs/9x9-laptop.yaml",
