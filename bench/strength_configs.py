@@ -343,6 +343,17 @@ CONFIGS = {
         " its fast ones' playouts, Wu 2019; ours: whether better targets pay for fewer"
         " iterations, where the deeper search at play time does not, docs/strength.md)",
     ),
+    "surprise": _screening(
+        (
+            "network.ladders=true",
+            "selfplay.policy_surprise_weight=0.5",
+            "training.row_weights=frequency",
+        ),
+        "ladders with KataGo's policy surprise weighting: half of each game's full rows' weight"
+        " spread evenly, half by KL(pi || prior), and rows drawn in proportion to their weight"
+        " (Wu, KataGo's docs/KataGoMethods.md, 'Policy Surprise Weighting': 'one of the larger"
+        " improvements' of its g170 run)",
+    ),
     "laptop": Entry(
         "configs/9x9-laptop.yaml",
         (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION),

@@ -25,9 +25,11 @@ score              float32                         v3: the final score (komi inc
                                                    side to move
 scored             bool                            v3: the game was played out (not resigned),
                                                    so ownership and score are targets
-weight             float32                         v4: the row's training weight in (0, 1] on
-                                                   every loss (a decided game's row at KataGo's
-                                                   reduced weight, ``selfplay.decided_row_weight``)
+weight             float32                         v4: the row's training weight, > 0 (a decided
+                                                   game's row at KataGo's reduced weight,
+                                                   ``selfplay.decided_row_weight``; a full row by
+                                                   its policy surprise, around 1,
+                                                   ``selfplay.policy_surprise_weight``)
 =================  ==============================  =============================================
 
 Schema version 1 (before the playout-cap switches) lacks ``full_search`` and ``root_value``; its
@@ -110,7 +112,7 @@ class _Columns:
     (+1 black, -1 white); game_id, model_id: str[R]; move_number, iteration: int32[R];
     resign_disabled: bool[R]; full_search: bool[R] (default: all True); root_value:
     float32[R] (default: z); ownership: int8[R, M], score: float32[R], scored: bool[R]
-    (default: zeros, not scored); weight: float32[R] in (0, 1] (default: ones). Arrays read
+    (default: zeros, not scored); weight: float32[R] > 0 (default: ones). Arrays read
     from a file may be read-only views of its buffers.
     """
 
@@ -313,8 +315,8 @@ def _check_values(planes: np.ndarray, cols: _Columns, where: str) -> None:
         raise bad("ownership must be +1, -1 or 0 (owner of each point from the side to move)")
     if not np.isfinite(cols.score).all():
         raise bad("score must be finite")
-    if not np.isfinite(cols.weight).all() or (cols.weight <= 0).any() or (cols.weight > 1).any():
-        raise bad("weight must be in (0, 1]")
+    if not np.isfinite(cols.weight).all() or (cols.weight <= 0).any():
+        raise bad("weight must be finite and > 0")
 
 
 def write_shard(

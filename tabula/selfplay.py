@@ -63,6 +63,8 @@ class SelfPlayParams:
     temperature: (early, late, halflife) of "decay" (`move_temperature`).
     decided_weight: the training weight of a decided game's row (reduced visits), recorded
     whatever the playout caps say; None: such a row is a fast search's like any other.
+    surprise_weight: KataGo's policy surprise weighting, the share of a game's full rows'
+    weight spread in proportion to their surprise (`surprise_weights`); 0: every row weighs 1.
     """
 
     board_size: int
@@ -83,6 +85,7 @@ class SelfPlayParams:
     move_choice: str = "search"
     temperature: tuple[float, float, float] = (0.75, 0.15, 19.0)
     decided_weight: float | None = None
+    surprise_weight: float = 0.0
 
     @classmethod
     def from_config(cls, cfg: Config, v_resign: float | None | str = "config") -> SelfPlayParams:
@@ -111,6 +114,7 @@ class SelfPlayParams:
                 sp.move_temperature_halflife,
             ),
             decided_weight=sp.decided_row_weight,
+            surprise_weight=sp.policy_surprise_weight,
         )
 
 
@@ -124,6 +128,29 @@ def move_temperature(
     chosenMoveTemperatureHalflife 19 (cpp/configs/training/selfplay1.cfg)."""
     halflives = np.asarray(move_number, dtype=np.float64) / halflife * 19.0 / board_size
     return late + (early - late) * np.power(0.5, halflives)
+
+
+def policy_surprise(policy: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """float64[k]: KL(policy[i] || prior[i]) for each row (``policy``, ``prior``: float[k, M+1],
+    e.g. pi' and the root's prior), over the moves the policy gives weight; a prior below
+    1e-30 counts as 1e-30, so that the surprise stays finite."""
+    pi = np.asarray(policy, dtype=np.float64)
+    q = np.maximum(np.asarray(prior, dtype=np.float64), 1e-30)
+    safe = np.where(pi > 0, pi, 1.0)
+    return np.where(pi > 0, pi * (np.log(safe) - np.log(q)), 0.0).sum(axis=1)
+
+
+def surprise_weights(surprise: np.ndarray, share: float) -> np.ndarray:
+    """float32[n]: the training weights of a game's n full-search rows under KataGo's policy
+    surprise weighting: ``1 - share`` each, and ``share`` in proportion to each row's
+    ``surprise`` over the game's mean, so that they add up to n as unweighted rows do (KataGo's
+    docs/KataGoMethods.md, "Policy Surprise Weighting": 0.5 spread evenly, 0.5 by the
+    KL-divergence from the prior to the policy target); every row 1 when none is surprising."""
+    s = np.asarray(surprise, dtype=np.float64)
+    mean = s.mean() if s.size else 0.0
+    if not mean > 0.0:
+        return np.ones(s.shape, dtype=np.float32)
+    return ((1.0 - share) + share * s / mean).astype(np.float32)
 
 
 def sample_policy(policy: np.ndarray, tau: float, rng: np.random.Generator) -> int:
@@ -152,6 +179,8 @@ class GameRecord:
     full_search: bool[T], the move had the full search, so pi is a policy target (playout caps);
     decided: bool[T], the move's search was fast because the game was decided (reduced visits);
     decided_weight: the training weight of those rows (None: they are fast searches' rows).
+    surprise: float32[T], KL(pi || the network's prior at the root) of each search (None: not
+    kept); surprise_weight: the share of the full rows' weight it spreads (`surprise_weights`).
     """
 
     index: int
@@ -169,6 +198,8 @@ class GameRecord:
     full_search: np.ndarray
     decided: np.ndarray | None = None
     decided_weight: float | None = None
+    surprise: np.ndarray | None = None
+    surprise_weight: float = 0.0
 
     @property
     def length(self) -> int:
@@ -198,9 +229,13 @@ class GameRecord:
 
     def weights(self) -> np.ndarray:
         """float32[T]: each position's training weight: ``decided_weight`` for a kept decided
-        row (KataGo's reducedVisitsWeight), 1 otherwise."""
+        row (KataGo's reducedVisitsWeight), the full searches' rows weighted by their surprise
+        with ``surprise_weight`` (`surprise_weights`), 1 otherwise."""
         weight = np.ones(self.length, dtype=np.float32)
         weight[self.reduced()] = np.float32(self.decided_weight or 1.0)
+        if self.surprise_weight > 0.0 and self.surprise is not None:
+            full = self.full_search & ~self.reduced()
+            weight[full] = surprise_weights(self.surprise[full], self.surprise_weight)
         return weight
 
     def history(self) -> list[tuple[int, int]]:
@@ -261,6 +296,7 @@ class _Slot:
     best_values: list[float] = field(default_factory=list)
     full_search: list[bool] = field(default_factory=list)
     decided: list[bool] = field(default_factory=list)
+    surprise: list[float] = field(default_factory=list)
     searching_full: bool = True  # the search under way is a full one
     searching_decided: bool = False  # ... is fast because the game is decided
 
@@ -360,8 +396,11 @@ class _Loop:
         movers = done[moving]
         move = np.full(len(done), -1, dtype=np.int64)  # per slot of done; -1: resigned
         pi = np.zeros((len(done), p.board_size**2 + 1), dtype=np.float32)
+        surprise = np.zeros(len(done), dtype=np.float64)
         if len(movers):
             move[moving], pi[moving] = self._decide(movers, roots.visits[moving])
+            if p.surprise_weight > 0.0:
+                surprise[moving] = policy_surprise(pi[moving], mcts.root_priors(movers))
         root_value = self._root_values(movers, moving, roots, pi)  # before the roots move on
         mcts.play_many(movers, move[moving])
         ended = moving & mcts.games(done).over
@@ -379,6 +418,7 @@ class _Loop:
                 game.best_values.append(float(roots.best_value[i]))
                 game.full_search.append(searched[i][0])
                 game.decided.append(searched[i][1])
+                game.surprise.append(float(surprise[i]))
                 self.stats.positions += 1
                 if not ended[i]:
                     continue
@@ -454,6 +494,8 @@ class _Loop:
             full_search=np.asarray(game.full_search, dtype=bool),
             decided=np.asarray(game.decided, dtype=bool),
             decided_weight=p.decided_weight,
+            surprise=np.asarray(game.surprise, dtype=np.float32),
+            surprise_weight=p.surprise_weight,
         )
 
 

@@ -356,6 +356,17 @@ class SelfPlayConfig(_Section):
         " are fast searches' positions like the playout caps' (dropped, or written at"
         " training.fast_row_weight with record_fast_rows).",
     )
+    policy_surprise_weight: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="KataGo's policy surprise weighting (its g170 run and since: 0.5): this"
+        " share of a game's full-search rows' total weight goes to them in proportion to"
+        " KL(pi || prior), how much the search's policy target differs from the network's"
+        " prior at the root, the rest evenly, so a game's rows weigh as much as before; with"
+        " training.row_weights frequency (as KataGo uses it) a surprising row is drawn more"
+        " often. 0: every row weighs 1.",
+    )
 
     root_value: Literal["search", "improved", "visits"] = Field(
         default="search",
@@ -477,7 +488,8 @@ class TrainingConfig(_Section):
     )
     row_weights: Literal["loss", "frequency"] = Field(
         default="loss",
-        description="What a row's weight in the shards (selfplay.decided_row_weight) does:"
+        description="What a row's weight in the shards (selfplay.decided_row_weight,"
+        " selfplay.policy_surprise_weight) does:"
         " loss: it scales the row's losses, and the row is drawn as often as any; frequency:"
         " the row is drawn in proportion to it, at full weight in the losses, and"
         " samples_per_row counts the new rows' total weight (KataGo's frequency weights: a row"

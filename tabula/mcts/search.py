@@ -455,6 +455,11 @@ class BatchedMCTS:
         root_stats(self.trees, slots, r.visits, r.value, r.best_move, r.best_value)
         return r
 
+    def root_priors(self, slots: Sequence[int] | np.ndarray) -> np.ndarray:
+        """float32[k, M+1]: the prior of each slot's root, the network's policy over the legal
+        moves (with its root noise under PUCT), 0 at the illegal ones."""
+        return np.maximum(self.trees.P[np.asarray(slots, dtype=np.int64), 0], np.float32(0.0))
+
     def choose_move(self, slot: int, tau: float, visits: np.ndarray | None = None) -> int:
         """pi(a) proportional to N(root, a)^(1/tau), sampled from the slot's stream;
         ``tau == 0`` means tau -> 0: the most visited move, ties broken at random."""

@@ -75,6 +75,18 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     score = _load("score")
     assert (score.search.score_utility, baseline.search.score_utility) == (0.4, 0.0)
     assert score.model_copy(update={"search": baseline.search}) == baseline
+    for name in ("full32", "surprise"):  # the ladder planes' screenings: ladders is their baseline
+        assert _load(name).network == ladders.network
+    full32 = _load("full32")
+    assert (full32.search.simulations, full32.selfplay.fast_simulations) == (32, 4)
+    assert full32.model_copy(update={"search": ladders.search, "selfplay": ladders.selfplay}) == (
+        ladders
+    )
+    surprise = _load("surprise")
+    assert surprise.selfplay.policy_surprise_weight == 0.5
+    assert surprise.training.row_weights == "frequency"
+    changed = {"selfplay": ladders.selfplay, "training": ladders.training}
+    assert surprise.model_copy(update=changed) == ladders
     for name in (
         "tau0",
         "ktemp",
@@ -90,6 +102,8 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
         "win5",
         "fresh",
         "score",
+        "full32",
+        "surprise",
     ):
         assert _load(name).pipeline.budget_overshoot == 0.03
         assert _load(name).pipeline.budget_shrink is None  # (frozen before it came)

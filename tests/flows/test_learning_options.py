@@ -163,11 +163,13 @@ def test_steps_sized_to_the_data_and_held_out_games_reproduce(prefect_server, pr
     training.holdout_games: the newest game of each iteration's self-play is measured instead
     of trained on, its losses in the record and in MLflow; reproduction replays both. With
     the playout caps as KataGo runs them: quiet fast searches whose rows are not recorded, so
-    the rows counted are full searches' only, and reduced visits in decided positions."""
+    the rows counted are full searches' only, and reduced visits in decided positions; the full
+    rows weighted by their policy surprise (weights above 1 through training and reproduction)."""
     cfg = load_config(None, [*TINY, "training.samples_per_row=2.0", "training.holdout_games=1",
                              "training.lr_fractions=[0.9]", "selfplay.full_search_fraction=0.5",
                              "selfplay.quiet_fast_searches=true", "selfplay.record_fast_rows=false",
                              "selfplay.decided_threshold=0.05", "selfplay.decided_lookback=1",
+                             "selfplay.policy_surprise_weight=0.5",
                              "pipeline.name=sized"])  # fmt: skip
     run_pipeline(cfg, project, iterations=2)
     layout = RunLayout(project, cfg.pipeline.data_dir, cfg.pipeline.name)
@@ -175,6 +177,7 @@ def test_steps_sized_to_the_data_and_held_out_games_reproduce(prefect_server, pr
     for i in (1, 2):
         shards = [read_shard(s) for s in sorted(layout.selfplay(i).rglob("*.parquet"))]
         assert all(s.full_search.all() for s in shards)  # the fast searches' rows left out
+        assert any((s.weight > 1.0).any() for s in shards)  # the surprising rows
         selfplay = finished(layout, i, Stage.SELFPLAY, SelfplayRecord)
         assert selfplay is not None  # reduced visits: decided moves' searches are fast too,
         assert sum(len(s.z) for s in shards) < 0.45 * selfplay.positions  # the draw alone: 0.5

@@ -299,12 +299,12 @@ def test_frequency_weights_set_how_often_a_row_is_drawn_and_weigh_1_in_the_batch
     tmp_path: Path,
 ) -> None:
     """KataGo's frequency weights: a row of weight 0.1 is drawn a tenth as often as one of
-    weight 1 (never at 0), the batches then carry no weights, and the newest rows' total
-    weight is what sizes the steps."""
+    weight 1 (never at 0), one of 2.5 (a surprising row) two and a half times as often, the
+    batches then carry no weights, and the newest rows' total weight is what sizes the steps."""
     from dataclasses import replace
 
     records = synthetic_records(5, games=4, moves=6, seed=5)
-    weight = np.where(np.arange(len(records)) % 3 == 0, 0.1, 1.0).astype(np.float32)
+    weight = np.choose(np.arange(len(records)) % 3, [0.1, 1.0, 2.5]).astype(np.float32)
     write_shard(tmp_path / "a.parquet", replace(records, weight=weight))
     window = load_window([tmp_path], 5)
     assert window.latest == len(records)
@@ -318,6 +318,7 @@ def test_frequency_weights_set_how_often_a_row_is_drawn_and_weigh_1_in_the_batch
     assert counts[1] == 0 and counts.sum() == 20_000
     light, heavy = counts[drawable == np.float32(0.1)].mean(), counts[drawable == 1.0].mean()
     assert 0.07 < light / heavy < 0.14  # about 0.1 over 20,000 draws
+    assert 2.2 < counts[drawable == 2.5].mean() / heavy < 2.8
     assert (np.concatenate([rows for rows, _ in draws]) == drawn).all()  # seeded
 
     dm = ShardDataModule(window, batch_size=16, steps=3, seed=1, frequency_weights=True)

@@ -274,7 +274,8 @@ def test_row_weights_round_trip_as_version_4_and_older_shards_weigh_one(
     """A shard with a row weighing other than 1 is written as schema v4 with its weights; one
     whose rows all weigh 1 stays v3 (the bytes of a run without row weights do not change),
     and reads back with every weight 1, as v1 and v2 shards do."""
-    weight = np.where(np.arange(len(records)) % 2 == 0, 1.0, 0.1).astype(np.float32)
+    # (a decided row's 0.1, a surprising full row's weight above 1)
+    weight = np.choose(np.arange(len(records)) % 3, [1.0, 0.1, 2.5]).astype(np.float32)
     path = write_shard(tmp_path / "w.parquet", replace(records, weight=weight))
     assert read_shard_info(path).schema_version == 4
     np.testing.assert_array_equal(read_shard(path).weight, weight)
@@ -283,7 +284,8 @@ def test_row_weights_round_trip_as_version_4_and_older_shards_weigh_one(
     assert read_shard_info(plain).schema_version == SCHEMA_VERSION == 3
     assert "weight" not in pq.ParquetFile(plain).schema_arrow.names
     assert (read_shard(plain).weight == 1.0).all()
-    bad = replace(records, weight=np.zeros(len(records), np.float32))
-    with pytest.raises(ShardError, match="weight must be in"):
-        write_shard(tmp_path / "bad.parquet", bad)
-    assert not (tmp_path / "bad.parquet").exists()
+    for wrong in (0.0, np.inf):
+        bad = replace(records, weight=np.full(len(records), wrong, np.float32))
+        with pytest.raises(ShardError, match="weight must be finite and > 0"):
+            write_shard(tmp_path / "bad.parquet", bad)
+        assert not (tmp_path / "bad.parquet").exists()

@@ -182,3 +182,22 @@ def test_decided_rows_are_kept_at_their_weight(tmp_path: Path) -> None:
     assert decided.any() and np.allclose(rows.weight[decided], 0.1)
     assert rows.full_search.all()  # full searches and decided rows: every pi a target
     assert len(rows.z) == len(old.z) + decided.sum()  # the decided rows were dropped before
+
+
+def test_surprising_rows_weigh_more_and_a_games_rows_as_many(tmp_path: Path) -> None:
+    """selfplay.policy_surprise_weight (KataGo's policy surprise weighting): the same games and
+    rows as without it, written in schema v4 with weights that spread each game's full rows'
+    total by surprise, half of it evenly: at least 0.5 each, and as many in all as rows."""
+    caps = [*OVERRIDES, "selfplay.full_search_fraction=0.5", "selfplay.record_fast_rows=false"]
+    plain_cfg = load_config(None, caps)
+    cfg = load_config(None, [*caps, "selfplay.policy_surprise_weight=0.5"])
+    plain = run_worker(plain_cfg, _spec(plain_cfg, "random", 4, 5), tmp_path / "a")
+    weighted = run_worker(cfg, _spec(cfg, "random", 4, 5), tmp_path / "b")
+    old, rows = read_shard(plain.shards[0]), read_shard(weighted.shards[0])
+    assert read_shard_info(weighted.shards[0]).schema_version == 4
+    for column in ("pi", "z", "game_id", "move_number"):
+        np.testing.assert_array_equal(getattr(rows, column), getattr(old, column))
+    assert (rows.weight >= 0.5 - 1e-6).all() and (rows.weight > 1.0).any()
+    for game in np.unique(rows.game_id):
+        mine = rows.weight[rows.game_id == game]
+        assert mine.sum() == pytest.approx(len(mine), rel=1e-5)
