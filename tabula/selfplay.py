@@ -41,6 +41,7 @@ from tabula.config import Config
 from tabula.features import NUM_PLANES
 from tabula.go.game import Game
 from tabula.mcts import BatchedMCTS, Evaluate, Roots, SearchParams, evaluate_in_chunks
+from tabula.mcts.gumbel import TINY
 from tabula.resign import ResignTrace, resign_mask
 
 
@@ -132,10 +133,10 @@ def move_temperature(
 
 def policy_surprise(policy: np.ndarray, prior: np.ndarray) -> np.ndarray:
     """float64[k]: KL(policy[i] || prior[i]) for each row (``policy``, ``prior``: float[k, M+1],
-    e.g. pi' and the root's prior), over the moves the policy gives weight; a prior below
-    1e-30 counts as 1e-30, so that the surprise stays finite."""
+    e.g. pi' and the root's prior), over the moves the policy gives weight; a prior is floored
+    as pi' floors it (`tabula.mcts.gumbel.TINY`), so that the surprise stays finite."""
     pi = np.asarray(policy, dtype=np.float64)
-    q = np.maximum(np.asarray(prior, dtype=np.float64), 1e-30)
+    q = np.maximum(np.asarray(prior, dtype=np.float64), TINY)
     safe = np.where(pi > 0, pi, 1.0)
     return np.where(pi > 0, pi * (np.log(safe) - np.log(q)), 0.0).sum(axis=1)
 

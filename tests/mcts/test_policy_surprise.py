@@ -15,7 +15,7 @@ def test_the_surprise_is_the_kl_divergence_from_the_prior_to_the_target() -> Non
     prior = np.array([[0.5, 0.25, 0.25, 0.0], [0.5, 0.25, 0.25, 0.0]])
     policy = np.array([[0.5, 0.25, 0.25, 0.0], [0.0, 0.5, 0.5, 0.0]])
     np.testing.assert_allclose(policy_surprise(policy, prior), [0.0, np.log(2.0)])
-    # a move the prior gave nothing stays finite (the prior counts as 1e-30 there)
+    # a move the prior gave nothing stays finite (the prior floored as pi' floors it: 1e-30)
     far = policy_surprise(np.array([[0.0, 0.0, 0.0, 1.0]]), prior[:1])
     assert np.isfinite(far).all() and far[0] == pytest.approx(30 * np.log(10.0))
 
