@@ -661,27 +661,60 @@ def test_the_deployments_schedule_adds_one_iteration(ran):
             max_scheduled_runs=1,
             parameters=_parameters(c, board),
         )
-        started = _first_scheduled_run_running(client, deployment.id)
-        # One scheduled run is enough: pausing the schedule deletes the runs still waiting.
+        started = _first_scheduled_run_running(client, deployment.id, layout.run)
+        # One scheduled run is enough: deleting the schedule deletes the runs still waiting.
         for schedule in client.read_deployment_schedules(deployment.id):
             client.delete_deployment_schedule(deployment.id, schedule.id)
+        _drop_late_scheduled_runs(client, deployment.id)
         state = _final_state(client, started)
+        runs = _runs_seen(client, deployment.id)
     assert state.is_completed(), (state, _tail(c.logs / "prefect-worker.log"))
-    assert layout.marker(3, "promote").exists()
-    assert not layout.marker(4, "promote").exists()
+    assert layout.marker(3, "promote").exists(), runs
+    assert not layout.marker(4, "promote").exists(), runs
 
 
-def _first_scheduled_run_running(client, deployment_id, timeout_s: float = 300):
+def _deployment_only(deployment_id):
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
 
-    only = DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
+    return DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
+
+
+def _first_scheduled_run_running(client, deployment_id, name: str, timeout_s: float = 300):
+    """The first run a schedule started for the pipeline run ``name`` once it is running (an
+    earlier board's schedule may have left a run of its own, which says another name)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for run in client.read_flow_runs(deployment_filter=only):
-            if run.auto_scheduled and run.state and run.state.type.value == "RUNNING":
+        for run in client.read_flow_runs(deployment_filter=_deployment_only(deployment_id)):
+            if (run.auto_scheduled and run.parameters.get("name") == name
+                    and run.state and run.state.type.value == "RUNNING"):  # fmt: skip
                 return run.id
         time.sleep(1)
-    raise AssertionError("the schedule started no run")
+    raise AssertionError(f"the schedule started no run of {name}")
+
+
+def _drop_late_scheduled_runs(client, deployment_id, settle_s: float = 10) -> None:
+    """Delete the runs a schedule left waiting after it was deleted: Prefect's scheduler may
+    have read the schedule just before and insert its next run just after the deletion removed
+    those waiting. Such a run would start a minute later, beside the next test's."""
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline:
+        for run in client.read_flow_runs(deployment_filter=_deployment_only(deployment_id)):
+            if run.auto_scheduled and run.state and run.state.type.value == "SCHEDULED":
+                client.delete_flow_run(run.id)
+        time.sleep(1)
+
+
+def _runs_seen(client, deployment_id) -> list[tuple[str, str | None, str, str | None]]:
+    """The deployment's runs: each one's pipeline run, how it was started, its state."""
+    return [
+        (
+            run.name,
+            run.parameters.get("name"),
+            "scheduled" if run.auto_scheduled else "by hand",
+            run.state.type.value if run.state else None,
+        )
+        for run in client.read_flow_runs(deployment_filter=_deployment_only(deployment_id))
+    ]
 
 
 def _final_state(client, run_id, timeout_s: float = 900):
