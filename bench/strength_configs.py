@@ -343,6 +343,13 @@ CONFIGS = {
         " its fast ones' playouts, Wu 2019; ours: whether better targets pay for fewer"
         " iterations, where the deeper search at play time does not, docs/strength.md)",
     ),
+    "deep32": _screening(
+        ("search.simulations=32", "selfplay.fast_simulations=4"),
+        "the default (no ladder planes) whose full searches run 32 simulations, the fast ones"
+        " still 4: full32's deeper targets at the quick start's budget, where the ladder planes"
+        " lost (docs/strength.md); full32 won no more games head to head at one core-hour but"
+        " lost by less against GnuGo level 1, the quick start's measure",
+    ),
     "surprise": _screening(
         (
             "network.ladders=true",

@@ -82,6 +82,12 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     assert full32.model_copy(update={"search": ladders.search, "selfplay": ladders.selfplay}) == (
         ladders
     )
+    deep32 = _load("deep32")
+    assert deep32.network == baseline.network
+    assert (deep32.search, deep32.selfplay) == (full32.search, full32.selfplay)
+    assert deep32.model_copy(update={"search": baseline.search, "selfplay": baseline.selfplay}) == (
+        baseline
+    )
     surprise = _load("surprise")
     assert surprise.selfplay.policy_surprise_weight == 0.5
     assert surprise.training.row_weights == "frequency"
@@ -103,6 +109,7 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
         "fresh",
         "score",
         "full32",
+        "deep32",
         "surprise",
     ):
         assert _load(name).pipeline.budget_overshoot == 0.03
