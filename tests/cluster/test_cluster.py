@@ -679,14 +679,22 @@ def _deployment_only(deployment_id):
     return DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id]))
 
 
+def _state(run) -> str | None:
+    """A flow run's state type (``RUNNING``, ``SCHEDULED``, ...), None before it has one."""
+    return run.state.type.value if run.state else None
+
+
 def _first_scheduled_run_running(client, deployment_id, name: str, timeout_s: float = 300):
     """The first run a schedule started for the pipeline run ``name`` once it is running (an
     earlier board's schedule may have left a run of its own, which says another name)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for run in client.read_flow_runs(deployment_filter=_deployment_only(deployment_id)):
-            if (run.auto_scheduled and run.parameters.get("name") == name
-                    and run.state and run.state.type.value == "RUNNING"):  # fmt: skip
+            if (
+                run.auto_scheduled
+                and run.parameters.get("name") == name
+                and _state(run) == "RUNNING"
+            ):
                 return run.id
         time.sleep(1)
     raise AssertionError(f"the schedule started no run of {name}")
@@ -699,7 +707,7 @@ def _drop_late_scheduled_runs(client, deployment_id, settle_s: float = 10) -> No
     deadline = time.monotonic() + settle_s
     while time.monotonic() < deadline:
         for run in client.read_flow_runs(deployment_filter=_deployment_only(deployment_id)):
-            if run.auto_scheduled and run.state and run.state.type.value == "SCHEDULED":
+            if run.auto_scheduled and _state(run) == "SCHEDULED":
                 client.delete_flow_run(run.id)
         time.sleep(1)
 
@@ -711,7 +719,7 @@ def _runs_seen(client, deployment_id) -> list[tuple[str, str | None, str, str | 
             run.name,
             run.parameters.get("name"),
             "scheduled" if run.auto_scheduled else "by hand",
-            run.state.type.value if run.state else None,
+            _state(run),
         )
         for run in client.read_flow_runs(deployment_filter=_deployment_only(deployment_id))
     ]
