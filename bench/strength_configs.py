@@ -46,6 +46,10 @@ PUCT_QUICKSTART = (
     "evaluation.gating=true",
 )
 
+# The quick start's window until bench.quickstart measured five iterations against it (config
+# format 11, docs/strength.md): every config on configs/quickstart.yaml trains on the last ten
+# iterations' games, as its runs did, so that they resume and compare as they were frozen.
+TEN_ITERATION_WINDOW = "training.window_games=3840"
 # The paper's learning rates, the default's until bench.strength's lr3 (docs/strength.md).
 PAPER_RATES = "training.lr_values=[0.01,0.001,0.0001]"
 
@@ -63,7 +67,13 @@ ALL_ROWS = (
 # that their runs resume as they were frozen).
 EQUAL_BUDGET = "pipeline.budget_overshoot=0.03"
 # What every such screening shares: the default's settings at an equal budget.
-SCREENED = (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION, EQUAL_BUDGET)
+SCREENED = (
+    *MACHINE,
+    TEN_ITERATION_WINDOW,
+    "pipeline.iterations=1000",
+    PER_MACHINE_PRECISION,
+    EQUAL_BUDGET,
+)
 # Two switches that give the network fresher games for the same budget, screened alone
 # (spr2, win5) and together (fresh).
 TWO_PASSES = "training.samples_per_row=2"
@@ -99,13 +109,19 @@ CONFIGS = {
     ),
     "default": Entry(
         "configs/quickstart.yaml",
-        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION),
+        (*MACHINE, TEN_ITERATION_WINDOW, "pipeline.iterations=1000", PER_MACHINE_PRECISION),
         "configs/quickstart.yaml (the current default: the laptop preset's settings, with"
         " KataGo's playout caps since the `katago` config of strength-1ch-katago.json)",
     ),
     "katago": Entry(
         "configs/quickstart.yaml",
-        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION, PAPER_RATES),
+        (
+            *MACHINE,
+            TEN_ITERATION_WINDOW,
+            "pipeline.iterations=1000",
+            PER_MACHINE_PRECISION,
+            PAPER_RATES,
+        ),
         "the default of strength-1ch-katago.json under the name it was screened with, at the"
         " paper's learning rate as it ran, so that later screenings at one core-hour play against"
         " that run (resumed, its frozen config must match) instead of training it again",
@@ -114,6 +130,7 @@ CONFIGS = {
         "configs/quickstart.yaml",
         (
             *MACHINE,
+            TEN_ITERATION_WINDOW,
             "pipeline.iterations=1000",
             PER_MACHINE_PRECISION,
             "training.lr_values=[0.03,0.003,0.0003]",
@@ -126,6 +143,7 @@ CONFIGS = {
         "configs/quickstart.yaml",
         (
             *MACHINE,
+            TEN_ITERATION_WINDOW,
             "pipeline.iterations=1000",
             PER_MACHINE_PRECISION,
             "training.lr_values=[0.1,0.01,0.001]",
@@ -135,7 +153,13 @@ CONFIGS = {
     ),
     "g192": Entry(
         "configs/quickstart.yaml",
-        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION, "selfplay.games=192"),
+        (
+            *MACHINE,
+            TEN_ITERATION_WINDOW,
+            "pipeline.iterations=1000",
+            PER_MACHINE_PRECISION,
+            "selfplay.games=192",
+        ),
         "default with iterations of 192 games instead of 384 (ours): twice as many network"
         " updates over a budget, so self-play always uses a newer network; the window keeps its"
         " 3,840 games",
@@ -144,6 +168,7 @@ CONFIGS = {
         "configs/quickstart.yaml",
         (
             *MACHINE,
+            TEN_ITERATION_WINDOW,
             "pipeline.iterations=1000",
             PER_MACHINE_PRECISION,
             "selfplay.decided_threshold=0.9",
@@ -153,7 +178,7 @@ CONFIGS = {
     ),
     "puct": Entry(
         "configs/quickstart.yaml",
-        (*MACHINE, "pipeline.iterations=1000", *PUCT_QUICKSTART),
+        (*MACHINE, TEN_ITERATION_WINDOW, "pipeline.iterations=1000", *PUCT_QUICKSTART),
         "the quick start before the laptop preset (the `default` of the tables measured before it"
         " took the laptop preset's settings): the paper's PUCT search and targets, gated,"
         " resigning",
@@ -162,6 +187,7 @@ CONFIGS = {
         "configs/quickstart.yaml",
         (
             *MACHINE,
+            TEN_ITERATION_WINDOW,
             "pipeline.iterations=1000",
             *PUCT_QUICKSTART,
             "search.algorithm=gumbel",
@@ -172,12 +198,24 @@ CONFIGS = {
     ),
     "aux": Entry(
         "configs/quickstart.yaml",
-        (*MACHINE, "pipeline.iterations=1000", *PUCT_QUICKSTART, "network.aux_heads=true"),
+        (
+            *MACHINE,
+            TEN_ITERATION_WINDOW,
+            "pipeline.iterations=1000",
+            *PUCT_QUICKSTART,
+            "network.aux_heads=true",
+        ),
         "puct with KataGo's ownership and score heads (Wu 2019)",
     ),
     "allrows": Entry(
         "configs/quickstart.yaml",
-        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION, *ALL_ROWS),
+        (
+            *MACHINE,
+            TEN_ITERATION_WINDOW,
+            "pipeline.iterations=1000",
+            PER_MACHINE_PRECISION,
+            *ALL_ROWS,
+        ),
         "the default before it took KataGo's playout caps (the `default` of the tables measured"
         " before then): fast searches with root noise, their rows recorded and weighted as full"
         " searches', 500 steps an iteration",
@@ -186,6 +224,7 @@ CONFIGS = {
         "configs/quickstart.yaml",
         (
             *MACHINE,
+            TEN_ITERATION_WINDOW,
             "pipeline.iterations=1000",
             PER_MACHINE_PRECISION,
             *ALL_ROWS,
@@ -199,6 +238,7 @@ CONFIGS = {
         "configs/quickstart.yaml",
         (
             *MACHINE,
+            TEN_ITERATION_WINDOW,
             "pipeline.iterations=1000",
             PER_MACHINE_PRECISION,
             "selfplay.root_value=improved",
@@ -208,7 +248,13 @@ CONFIGS = {
     ),
     "m4": Entry(
         "configs/quickstart.yaml",
-        (*MACHINE, "pipeline.iterations=1000", PER_MACHINE_PRECISION, "search.gumbel_m=4"),
+        (
+            *MACHINE,
+            TEN_ITERATION_WINDOW,
+            "pipeline.iterations=1000",
+            PER_MACHINE_PRECISION,
+            "search.gumbel_m=4",
+        ),
         "default with 4 actions sampled at the root (Danihelka et al. 2022: m <= n), so that at"
         " 16 simulations Sequential Halving halves (4 x 2 then 2 x 4 visits) instead of giving"
         " each of 16 actions one visit",
@@ -217,6 +263,7 @@ CONFIGS = {
         "configs/quickstart.yaml",
         (
             *MACHINE,
+            TEN_ITERATION_WINDOW,
             "pipeline.iterations=1000",
             PER_MACHINE_PRECISION,
             "network.blocks=6",

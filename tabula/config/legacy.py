@@ -28,7 +28,8 @@ ALWAYS_WRITTEN = {
     "evaluation": ("gating_games", "gating_threshold", "simulations"),
     "pipeline": ("name", "iterations", "seed"),
 }
-#: The format of the configs this version writes (``pipeline.config_version``): 10 since an
+#: The format of the configs this version writes (``pipeline.config_version``): 11 since the
+#: quick start trains on the last five iterations' games, 10 since an
 #: iteration in turn for the anchors skips them when the run's last is near, 9 since the
 #: quick start learns for 0.18 hours, 8 since the
 #: quick start plays its anchors every sixth iteration, 7 since a
@@ -38,7 +39,7 @@ ALWAYS_WRITTEN = {
 #: default learning rate is three times the paper's, 3 since the
 #: default took KataGo's playout caps as KataGo runs them, 2 since the quick start took the
 #: laptop preset's settings (docs/configuration.md); 1 before, when no file said its format.
-CONFIG_VERSION = 10
+CONFIG_VERSION = 11
 #: Per older format, the fields whose default changed when the next format came, and what a file
 #: of that format meant by leaving them out. Format 1 (2 to come): the search's early passes and
 #: own-eye fills (allowed until these switches came, off by default since), and the switches
@@ -49,7 +50,8 @@ CONFIG_VERSION = 10
 #: the anchors and the random player every iteration. Format 6 (7 to come): a budget's last
 #: iteration whole or not at all. Format 7 (8 to come): the anchors every third iteration.
 #: Format 8 (9 to come): nine minutes of learning (0.15 hours). Format 9 (10 to come): the
-#: anchors in every iteration in turn, however near the run's last.
+#: anchors in every iteration in turn, however near the run's last. Format 10 (11 to come): a
+#: window of the last 3,840 games (ten of the quick start's iterations).
 CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     1: {
         ("search", "early_pass"): True,
@@ -89,6 +91,9 @@ CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     },
     9: {
         ("evaluation", "anchor_skip_near_last"): False,
+    },
+    10: {
+        ("training", "window_games"): 3840,
     },
 }
 
