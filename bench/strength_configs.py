@@ -349,6 +349,12 @@ CONFIGS = {
         " games, whose targets come from a stronger search; KataGo's window starts small and"
         " grows with the run, Wu 2019)",
     ),
+    "win3": _screening(
+        ("training.window_games=1152",),
+        "win5, the quick start's default since config format 11, training on the last 3"
+        " iterations' games instead of 5 (ours: whether the gain of 5 over 10 at the quick"
+        " start's budget goes on; each row is still drawn about 4 times, within 3 iterations)",
+    ),
     "fresh": _screening(
         (TWO_PASSES, FIVE_ITERATION_WINDOW),
         "spr2 and win5 together: each recorded row trained about twice, on the last 5"
