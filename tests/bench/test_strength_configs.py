@@ -73,6 +73,9 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     assert win3.training.window_games == 1152
     assert win3.model_copy(update={"training": win5.training}) == win5
     assert win5 == _load("baseline").model_copy(update={"training": load_config(None).training})
+    fast2 = _load("fast2")
+    assert (fast2.selfplay.fast_simulations, win5.selfplay.fast_simulations) == (2, None)
+    assert fast2.model_copy(update={"selfplay": win5.selfplay}) == win5
     fresh = _load("fresh")
     assert fresh.training == spr2.training.model_copy(update={"window_games": 1920})
     assert fresh.model_copy(update={"training": baseline.training}) == baseline
