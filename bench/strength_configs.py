@@ -66,14 +66,11 @@ ALL_ROWS = (
 # of a pair spend the same (the earlier configs keep stopping at the first boundary past it, so
 # that their runs resume as they were frozen).
 EQUAL_BUDGET = "pipeline.budget_overshoot=0.03"
+# What every config on configs/quickstart.yaml shares: the machine fit, the window its runs
+# were frozen with, and as many iterations as the budget pays for.
+ON_QUICKSTART = (*MACHINE, TEN_ITERATION_WINDOW, "pipeline.iterations=1000")
 # What every such screening shares: the default's settings at an equal budget.
-SCREENED = (
-    *MACHINE,
-    TEN_ITERATION_WINDOW,
-    "pipeline.iterations=1000",
-    PER_MACHINE_PRECISION,
-    EQUAL_BUDGET,
-)
+SCREENED = (*ON_QUICKSTART, PER_MACHINE_PRECISION, EQUAL_BUDGET)
 # Two switches that give the network fresher games for the same budget, screened alone
 # (spr2, win5) and together (fresh).
 TWO_PASSES = "training.samples_per_row=2"
@@ -89,9 +86,14 @@ class Entry:
     source: str
 
 
+def _on_quickstart(change: tuple[str, ...], source: str) -> Entry:
+    """configs/quickstart.yaml as the benchmark runs it (`ON_QUICKSTART`), with ``change``."""
+    return Entry("configs/quickstart.yaml", (*ON_QUICKSTART, *change), source)
+
+
 def _screening(change: tuple[str, ...], source: str) -> Entry:
     """The default at an equal budget, with ``change``."""
-    return Entry("configs/quickstart.yaml", (*SCREENED, *change), source)
+    return _on_quickstart((PER_MACHINE_PRECISION, EQUAL_BUDGET, *change), source)
 
 
 CONFIGS = {
@@ -107,125 +109,62 @@ CONFIGS = {
         ),
         "Silver et al. 2017 (Methods) via configs/9x9.yaml; quick-start network, 192 games",
     ),
-    "default": Entry(
-        "configs/quickstart.yaml",
-        (*MACHINE, TEN_ITERATION_WINDOW, "pipeline.iterations=1000", PER_MACHINE_PRECISION),
+    "default": _on_quickstart(
+        (PER_MACHINE_PRECISION,),
         "configs/quickstart.yaml (the current default: the laptop preset's settings, with"
         " KataGo's playout caps since the `katago` config of strength-1ch-katago.json)",
     ),
-    "katago": Entry(
-        "configs/quickstart.yaml",
-        (
-            *MACHINE,
-            TEN_ITERATION_WINDOW,
-            "pipeline.iterations=1000",
-            PER_MACHINE_PRECISION,
-            PAPER_RATES,
-        ),
+    "katago": _on_quickstart(
+        (PER_MACHINE_PRECISION, PAPER_RATES),
         "the default of strength-1ch-katago.json under the name it was screened with, at the"
         " paper's learning rate as it ran, so that later screenings at one core-hour play against"
         " that run (resumed, its frozen config must match) instead of training it again",
     ),
-    "lr3": Entry(
-        "configs/quickstart.yaml",
-        (
-            *MACHINE,
-            TEN_ITERATION_WINDOW,
-            "pipeline.iterations=1000",
-            PER_MACHINE_PRECISION,
-            "training.lr_values=[0.03,0.003,0.0003]",
-        ),
+    "lr3": _on_quickstart(
+        (PER_MACHINE_PRECISION, "training.lr_values=[0.03,0.003,0.0003]"),
         "default with three times the learning rate at every stage of its schedule (ours: the"
         " paper's 0.01 was set for batches of 2,048; whether a higher rate learns faster over a"
         " budget whose schedule anneals at its end)",
     ),
-    "lr10": Entry(
-        "configs/quickstart.yaml",
-        (
-            *MACHINE,
-            TEN_ITERATION_WINDOW,
-            "pipeline.iterations=1000",
-            PER_MACHINE_PRECISION,
-            "training.lr_values=[0.1,0.01,0.001]",
-        ),
+    "lr10": _on_quickstart(
+        (PER_MACHINE_PRECISION, "training.lr_values=[0.1,0.01,0.001]"),
         "default with ten times the paper's learning rate at every stage (Goyal et al. 2017: 0.1"
         " for batches of 256, the ResNet recipe; tabula trains on 256)",
     ),
-    "g192": Entry(
-        "configs/quickstart.yaml",
-        (
-            *MACHINE,
-            TEN_ITERATION_WINDOW,
-            "pipeline.iterations=1000",
-            PER_MACHINE_PRECISION,
-            "selfplay.games=192",
-        ),
+    "g192": _on_quickstart(
+        (PER_MACHINE_PRECISION, "selfplay.games=192"),
         "default with iterations of 192 games instead of 384 (ours): twice as many network"
         " updates over a budget, so self-play always uses a newer network; the window keeps its"
         " 3,840 games",
     ),
-    "reduced": Entry(
-        "configs/quickstart.yaml",
-        (
-            *MACHINE,
-            TEN_ITERATION_WINDOW,
-            "pipeline.iterations=1000",
-            PER_MACHINE_PRECISION,
-            "selfplay.decided_threshold=0.9",
-        ),
+    "reduced": _on_quickstart(
+        (PER_MACHINE_PRECISION, "selfplay.decided_threshold=0.9"),
         "default with KataGo's reduced visits (its selfplay configs: reduceVisitsThreshold 0.9"
         " over 3 searches): a decided game's moves get fast searches, which record no rows",
     ),
-    "puct": Entry(
-        "configs/quickstart.yaml",
-        (*MACHINE, TEN_ITERATION_WINDOW, "pipeline.iterations=1000", *PUCT_QUICKSTART),
+    "puct": _on_quickstart(
+        PUCT_QUICKSTART,
         "the quick start before the laptop preset (the `default` of the tables measured before it"
         " took the laptop preset's settings): the paper's PUCT search and targets, gated,"
         " resigning",
     ),
-    "gumbel": Entry(
-        "configs/quickstart.yaml",
-        (
-            *MACHINE,
-            TEN_ITERATION_WINDOW,
-            "pipeline.iterations=1000",
-            *PUCT_QUICKSTART,
-            "search.algorithm=gumbel",
-            "evaluation.gating=false",
-        ),  # fmt: skip
+    "gumbel": _on_quickstart(
+        (*PUCT_QUICKSTART, "search.algorithm=gumbel", "evaluation.gating=false"),
         "puct with the Gumbel search (Danihelka et al. 2022) and no gating (Silver et al. 2018;"
         " KataGo)",
     ),
-    "aux": Entry(
-        "configs/quickstart.yaml",
-        (
-            *MACHINE,
-            TEN_ITERATION_WINDOW,
-            "pipeline.iterations=1000",
-            *PUCT_QUICKSTART,
-            "network.aux_heads=true",
-        ),
+    "aux": _on_quickstart(
+        (*PUCT_QUICKSTART, "network.aux_heads=true"),
         "puct with KataGo's ownership and score heads (Wu 2019)",
     ),
-    "allrows": Entry(
-        "configs/quickstart.yaml",
-        (
-            *MACHINE,
-            TEN_ITERATION_WINDOW,
-            "pipeline.iterations=1000",
-            PER_MACHINE_PRECISION,
-            *ALL_ROWS,
-        ),
+    "allrows": _on_quickstart(
+        (PER_MACHINE_PRECISION, *ALL_ROWS),
         "the default before it took KataGo's playout caps (the `default` of the tables measured"
         " before then): fast searches with root noise, their rows recorded and weighted as full"
         " searches', 500 steps an iteration",
     ),
-    "kcaps": Entry(
-        "configs/quickstart.yaml",
+    "kcaps": _on_quickstart(
         (
-            *MACHINE,
-            TEN_ITERATION_WINDOW,
-            "pipeline.iterations=1000",
             PER_MACHINE_PRECISION,
             *ALL_ROWS,
             "selfplay.quiet_fast_searches=true",
@@ -234,41 +173,19 @@ CONFIGS = {
         "allrows with fast searches without root noise, playing their best move, and their"
         " rows recorded with no weight (Wu 2019, section 3.1, in part)",
     ),
-    "pivalue": Entry(
-        "configs/quickstart.yaml",
-        (
-            *MACHINE,
-            TEN_ITERATION_WINDOW,
-            "pipeline.iterations=1000",
-            PER_MACHINE_PRECISION,
-            "selfplay.root_value=improved",
-        ),  # fmt: skip
+    "pivalue": _on_quickstart(
+        (PER_MACHINE_PRECISION, "selfplay.root_value=improved"),
         "default with the root value of the value target taken as the sum of pi' times the"
         " completed Q (Danihelka et al. 2022) instead of the search's mean value",
     ),
-    "m4": Entry(
-        "configs/quickstart.yaml",
-        (
-            *MACHINE,
-            TEN_ITERATION_WINDOW,
-            "pipeline.iterations=1000",
-            PER_MACHINE_PRECISION,
-            "search.gumbel_m=4",
-        ),
+    "m4": _on_quickstart(
+        (PER_MACHINE_PRECISION, "search.gumbel_m=4"),
         "default with 4 actions sampled at the root (Danihelka et al. 2022: m <= n), so that at"
         " 16 simulations Sequential Halving halves (4 x 2 then 2 x 4 visits) instead of giving"
         " each of 16 actions one visit",
     ),
-    "wide": Entry(
-        "configs/quickstart.yaml",
-        (
-            *MACHINE,
-            TEN_ITERATION_WINDOW,
-            "pipeline.iterations=1000",
-            PER_MACHINE_PRECISION,
-            "network.blocks=6",
-            "network.filters=64",
-        ),
+    "wide": _on_quickstart(
+        (PER_MACHINE_PRECISION, "network.blocks=6", "network.filters=64"),
         "default with a network of 6 residual blocks x 64 filters instead of 4 x 32 (capacity:"
         " whether a bigger net learns more per core-hour despite about 6 times the compute per"
         " position)",
