@@ -320,6 +320,13 @@ CONFIGS = {
         " its fast ones' playouts, Wu 2019; ours: whether better targets pay for fewer"
         " iterations, where the deeper search at play time does not, docs/strength.md)",
     ),
+    "ladfast2": _screening(
+        ("network.ladders=true", "selfplay.fast_simulations=2"),
+        "ladders whose fast searches (three moves in four, unrecorded) run 2 simulations instead"
+        " of 4 (KataGo's fast searches are a sixth of its full ones, 100 of 600, Wu 2019): on a"
+        " CPU where a core-hour holds few iterations, more games for the same budget; fast2 won"
+        " 78 of 100 head to head at the quick start's budget (docs/strength.md)",
+    ),
     "deep32": _screening(
         ("search.simulations=32", "selfplay.fast_simulations=4"),
         "the default (no ladder planes) whose full searches run 32 simulations, the fast ones"

@@ -89,6 +89,9 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     assert full32.model_copy(update={"search": ladders.search, "selfplay": ladders.selfplay}) == (
         ladders
     )
+    ladfast2 = _load("ladfast2")
+    assert (ladfast2.network, ladfast2.selfplay.fast_simulations) == (ladders.network, 2)
+    assert ladfast2.model_copy(update={"selfplay": ladders.selfplay}) == ladders
     deep32 = _load("deep32")
     assert deep32.network == baseline.network
     assert (deep32.search, deep32.selfplay) == (full32.search, full32.selfplay)
@@ -116,6 +119,7 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
         "fresh",
         "score",
         "full32",
+        "ladfast2",
         "deep32",
         "surprise",
     ):
