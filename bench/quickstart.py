@@ -12,7 +12,8 @@ For each commit of ``--refs`` (the first is the baseline the others are compared
    kernels), timed; with ``--venv`` the clone's commands run from that environment instead
    (never linked into the clone; its code still comes from the clone, first on
    ``PYTHONPATH``), the install is not timed, the kernels are compiled into the clone's cache
-   by ``tabula compile``, and the goal below is not judged;
+   by ``tabula compile``, the figures name the environment by its Python's and torch's
+   versions, and the goal below is not judged;
 3. ``make run`` (``ARGS`` = ``--args``; with ``--venv``: ``tabula run --config
    configs/quickstart.yaml`` and the same arguments), timed from outside: its wall seconds, the
    CPU-seconds of it and every process it waited for, and the cores busy, CPU ÷ (wall × cores);
@@ -113,6 +114,16 @@ def tabula_of(dest: Path, venv: Path | None) -> str:
     return str((venv.resolve() if venv is not None else dest / ".venv") / "bin" / "tabula")
 
 
+def linked_versions(venv: Path) -> dict[str, str]:
+    """What identifies a linked environment in the figures: its Python's and torch's versions
+    (its path names this machine only)."""
+    probe = "import platform, torch; print(platform.python_version(), torch.__version__)"
+    done = subprocess.run([str(venv.resolve() / "bin" / "python"), "-c", probe],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    python, torch = done.stdout.split()
+    return {"python": python, "torch": torch}
+
+
 def install_and_run(dest: Path, run_args: list[str], venv: Path | None) -> dict[str, Any]:
     """Steps 2 and 3 of the module docstring in the clone ``dest``: the install (or, with
     ``venv``, the compile alone) and the quick start, each timed; raises when one fails."""
@@ -122,7 +133,7 @@ def install_and_run(dest: Path, run_args: list[str], venv: Path | None) -> dict[
         make_args = ["make", "run", f"ARGS={shlex.join(run_args)}"]
     else:
         install = timed([tabula, "compile", "--config", CONFIG], dest, env, dest / "install.log")
-        install["linked"] = str(venv)
+        install["linked"] = linked_versions(venv)
         make_args = [tabula, "run", "--config", CONFIG, *run_args]
     if install["rc"] != 0:
         raise RuntimeError(f"the install failed (exit {install['rc']}): see {dest}/install.log")
