@@ -268,13 +268,13 @@ CONFIGS = {
     ),
     "win3": _screening(
         ("training.window_games=1152",),
-        "win5, the quick start's default since config format 11, training on the last 3"
+        "win5, the quick start's default in config format 11, training on the last 3"
         " iterations' games instead of 5 (ours: whether the gain of 5 over 10 at the quick"
         " start's budget goes on; each row is still drawn about 4 times, within 3 iterations)",
     ),
     "fast2": _screening(
         (FIVE_ITERATION_WINDOW, "selfplay.fast_simulations=2"),
-        "win5, the quick start's default since config format 11, whose fast searches (three"
+        "win5, the quick start's default in config format 11, whose fast searches (three"
         " moves in four, unrecorded) run 2 simulations instead of 4 (KataGo's fast searches are"
         " a sixth of its full ones, 100 of 600, Wu 2019; ours a quarter): about a fifth less"
         " self-play a game, so more games for the same budget",

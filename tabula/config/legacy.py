@@ -28,8 +28,9 @@ ALWAYS_WRITTEN = {
     "evaluation": ("gating_games", "gating_threshold", "simulations"),
     "pipeline": ("name", "iterations", "seed"),
 }
-#: The format of the configs this version writes (``pipeline.config_version``): 11 since the
-#: quick start trains on the last five iterations' games, 10 since an
+#: The format of the configs this version writes (``pipeline.config_version``): 12 since the
+#: quick start trains on the last three iterations' games, 11 since it trained on the last
+#: five, 10 since an
 #: iteration in turn for the anchors skips them when the run's last is near, 9 since the
 #: quick start learns for 0.18 hours, 8 since the
 #: quick start plays its anchors every sixth iteration, 7 since a
@@ -39,7 +40,7 @@ ALWAYS_WRITTEN = {
 #: default learning rate is three times the paper's, 3 since the
 #: default took KataGo's playout caps as KataGo runs them, 2 since the quick start took the
 #: laptop preset's settings (docs/configuration.md); 1 before, when no file said its format.
-CONFIG_VERSION = 11
+CONFIG_VERSION = 12
 #: Per older format, the fields whose default changed when the next format came, and what a file
 #: of that format meant by leaving them out. Format 1 (2 to come): the search's early passes and
 #: own-eye fills (allowed until these switches came, off by default since), and the switches
@@ -51,7 +52,8 @@ CONFIG_VERSION = 11
 #: iteration whole or not at all. Format 7 (8 to come): the anchors every third iteration.
 #: Format 8 (9 to come): nine minutes of learning (0.15 hours). Format 9 (10 to come): the
 #: anchors in every iteration in turn, however near the run's last. Format 10 (11 to come): a
-#: window of the last 3,840 games (ten of the quick start's iterations).
+#: window of the last 3,840 games (ten of the quick start's iterations). Format 11 (12 to come):
+#: a window of the last 1,920 games (five of them).
 CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     1: {
         ("search", "early_pass"): True,
@@ -94,6 +96,9 @@ CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     },
     10: {
         ("training", "window_games"): 3840,
+    },
+    11: {
+        ("training", "window_games"): 1920,
     },
 }
 

@@ -69,7 +69,7 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     win5 = _load("win5")
     assert (win5.training.window_games, baseline.training.window_games) == (1920, 3840)
     assert win5.model_copy(update={"training": baseline.training}) == baseline
-    win3 = _load("win3")  # against win5, the quick start's default since config format 11
+    win3 = _load("win3")  # against win5, the quick start's default in config format 11
     assert win3.training.window_games == 1152
     assert win3.model_copy(update={"training": win5.training}) == win5
     assert win5 == _load("baseline").model_copy(update={"training": load_config(None).training})
