@@ -69,8 +69,6 @@ EQUAL_BUDGET = "pipeline.budget_overshoot=0.03"
 # What every config on configs/quickstart.yaml shares: the machine fit, the window its runs
 # were frozen with, and as many iterations as the budget pays for.
 ON_QUICKSTART = (*MACHINE, TEN_ITERATION_WINDOW, "pipeline.iterations=1000")
-# What every such screening shares: the default's settings at an equal budget.
-SCREENED = (*ON_QUICKSTART, PER_MACHINE_PRECISION, EQUAL_BUDGET)
 # Two switches that give the network fresher games for the same budget, screened alone
 # (spr2, win5) and together (fresh).
 TWO_PASSES = "training.samples_per_row=2"
@@ -92,7 +90,7 @@ def _on_quickstart(change: tuple[str, ...], source: str) -> Entry:
 
 
 def _screening(change: tuple[str, ...], source: str) -> Entry:
-    """The default at an equal budget, with ``change``."""
+    """The default at an equal budget (what every screening shares), with ``change``."""
     return _on_quickstart((PER_MACHINE_PRECISION, EQUAL_BUDGET, *change), source)
 
 
