@@ -325,6 +325,14 @@ CONFIGS = {
         " CPU where a core-hour holds few iterations, more games for the same budget; fast2 won"
         " 78 of 100 head to head at the quick start's budget (docs/strength.md)",
     ),
+    "lf2spr2": _screening(
+        ("network.ladders=true", "selfplay.fast_simulations=2", TWO_PASSES),
+        "ladfast2 training each recorded row about 2 times instead of 4: on a CPU without bf16,"
+        " where a core-hour holds two thirds of the iterations it holds with bf16, a fifth of"
+        " the budget moves from training to self-play (ours; spr2 gained 11 games of 100"
+        " against GnuGo level 1 at one core-hour on an Intel Xeon, level head to head,"
+        " docs/strength.md)",
+    ),
     "deep32": _screening(
         ("search.simulations=32", "selfplay.fast_simulations=4"),
         "the default (no ladder planes) whose full searches run 32 simulations, the fast ones"

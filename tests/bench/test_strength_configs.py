@@ -93,6 +93,9 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     ladfast2 = _load("ladfast2")
     assert (ladfast2.network, ladfast2.selfplay.fast_simulations) == (ladders.network, 2)
     assert ladfast2.model_copy(update={"selfplay": ladders.selfplay}) == ladders
+    lf2spr2 = _load("lf2spr2")
+    assert lf2spr2.training == spr2.training
+    assert lf2spr2.model_copy(update={"training": ladfast2.training}) == ladfast2
     deep32 = _load("deep32")
     assert deep32.network == baseline.network
     assert (deep32.search, deep32.selfplay) == (full32.search, full32.selfplay)
@@ -121,6 +124,7 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
         "score",
         "full32",
         "ladfast2",
+        "lf2spr2",
         "deep32",
         "surprise",
     ):
