@@ -1,6 +1,7 @@
 """Network-alone inference throughput: positions/s for each execution path, ratios to eager fp32.
 
-Usage: ``python -m bench.network [--json PATH] [--rounds R] [--seconds S] [--no-compile]``
+Usage: ``python -m bench.network [--json PATH] [--rounds R] [--seconds S] [--no-compile]
+[--checkpoint MODEL]``
 
 Two shapes: the 9x9 6-block 64-filter net at batch 128 and the quick-start 9x9 4x32 net at batch
 256. Paths: eager fp32, channels_last fp32, bf16 autocast + channels_last, torch.compile + bf16 (the
@@ -8,9 +9,13 @@ four first measured), and what ``model.evaluator.Evaluator`` does: BN folded int
 channels_last (fp32 and compiled), plus the full ``Evaluator`` call with its numpy round trip and
 random symmetries. Then the architecture options of the quick-start shape (``ARCHITECTURES``, the
 laptop preset) through the ``Evaluator``, side by side, per wall second and per CPU-second of
-this process (which a shared machine does not move). Paths are timed in interleaved rounds and
-the median is reported, so load from other processes hits every path alike. Compile times are
-reported beside the throughput.
+this process (which a shared machine does not move). Last, int8 against the fp32 path the
+Evaluator takes on a CPU without native bf16 (``int8_paths``, an option not built: PyTorch's x86
+quantized engine, static, FX graph mode; the convolutions in int8, the heads' fully connected
+layers fp32), for the laptop preset's network or ``--checkpoint``'s, with how far int8's outputs
+lie from fp32's on positions of the network's own games (``int8_agreement``). Paths are timed in
+interleaved rounds and the median is reported, so load from other processes hits every path
+alike. Compile times are reported beside the throughput.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import copy
 import json
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,11 +33,15 @@ import numpy as np
 import torch
 from rich.console import Console
 from rich.table import Table
+from torch import nn
 
 from bench.provenance import commit, machine
+from model.checkpoint import load_checkpoint
 from model.evaluator import Evaluator
-from model.network import fold_batch_norm, make_network
+from model.network import NetworkShape, PolicyValueNet, fold_batch_norm, make_network
 from tabula.features import NUM_PLANES
+from tabula.go.game import Game
+from tabula.inputs import with_inputs
 
 SHAPES = [  # (name, N, blocks, filters, batch)
     ("9x9 6x64 b128", 9, 6, 64, 128),
@@ -123,6 +133,102 @@ def architecture_paths(batch: int = 256) -> dict:
     return paths
 
 
+# int8 (module docstring): the layers that stay fp32, and the positions that calibrate the rest.
+INT8_FP32_LAYERS = ("policy_fc", "value_fc1", "value_fc2")
+INT8_GAMES, INT8_POSITIONS = 16, 1024
+
+
+class _Traceable(nn.Module):
+    """``PolicyValueNet.forward`` without the autocast switch of its value layer, which FX
+    cannot trace."""
+
+    def __init__(self, net: PolicyValueNet) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        _, logits, v = self.net._body(x)
+        return logits, torch.tanh(self.net.value_fc2(v)).squeeze(1)
+
+
+def own_positions(net: PolicyValueNet, seed: int) -> torch.Tensor:
+    """The network's inputs (float, channels_last) at up to ``INT8_POSITIONS`` positions,
+    spread evenly over ``INT8_GAMES`` games it plays against itself by sampling its prior over
+    the legal moves."""
+    rng = np.random.default_rng(seed)
+    games = [Game(net.board_size) for _ in range(INT8_GAMES)]
+    seen = []
+    with torch.inference_mode():
+        while live := [g for g in games if not g.is_over()]:
+            x = with_inputs(np.stack([g.features() for g in live]), net.shape.inputs)
+            seen.append(x)
+            prior = torch.softmax(net(torch.from_numpy(x).float())[0], 1).double().numpy()
+            for g, p in zip(live, prior, strict=True):
+                p = np.where(g.legal_mask(), p, 0.0)
+                g.play(int(rng.choice(p.size, p=p / p.sum())))
+    planes = np.concatenate(seen)
+    keep = np.linspace(0, len(planes) - 1, min(len(planes), INT8_POSITIONS)).astype(int)
+    return torch.from_numpy(planes[keep]).float().contiguous(memory_format=torch.channels_last)
+
+
+def int8_network(net: PolicyValueNet, calibration: torch.Tensor) -> nn.Module:
+    """``net`` (BN folded, channels_last) with its convolutions in int8: per-channel symmetric
+    weights, per-tensor activations over 7 bits (the x86 engine's ``reduce_range``: without
+    VNNI, u8 x s8 pairs sum in int16 and saturate over 8 bits), ranges observed on
+    ``calibration``."""
+    from torch.ao.quantization import MinMaxObserver, QConfig, QConfigMapping
+    from torch.ao.quantization.observer import PerChannelMinMaxObserver
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    with warnings.catch_warnings():  # torch.ao.quantization's deprecation notices
+        warnings.simplefilter("ignore", UserWarning)
+        torch.backends.quantized.engine = "x86"
+        qconfig = QConfig(
+            activation=MinMaxObserver.with_args(dtype=torch.quint8, reduce_range=True),
+            weight=PerChannelMinMaxObserver.with_args(
+                dtype=torch.qint8, qscheme=torch.per_channel_symmetric
+            ),
+        )
+        mapping = QConfigMapping().set_global(qconfig)
+        for name in INT8_FP32_LAYERS:
+            mapping = mapping.set_module_name(f"net.{name}", None)
+        for op in (torch.tanh, "squeeze"):  # the value itself stays fp32
+            mapping = mapping.set_object_type(op, None)
+        folded = fold_batch_norm(net).to(memory_format=torch.channels_last)
+        prepared = prepare_fx(_Traceable(folded), mapping, example_inputs=(calibration[:1],))
+        with torch.inference_mode():
+            prepared(calibration)
+        return convert_fx(prepared)
+
+
+def int8_paths(net: PolicyValueNet, batch: int = 256) -> tuple[dict, dict[str, float]]:
+    """(name -> (one batch, None)) for fp32 and int8, and int8's distance from fp32 on positions
+    of the network's own games other than those that calibrated it (`int8_agreement`)."""
+    net = net.eval()
+    q = int8_network(net, own_positions(net, seed=0))
+    x = own_positions(net, seed=1)
+    folded = fold_batch_norm(net).to(memory_format=torch.channels_last)
+    xb = x[:batch] if len(x) >= batch else x.repeat(batch // len(x) + 1, 1, 1, 1)[:batch]
+    paths = {"fp32, BN folded + channels_last": (lambda: folded(xb), None),
+             "int8 convolutions, fp32 heads": (lambda: q(xb), None)}  # fmt: skip
+    return paths, int8_agreement(folded, q, x)
+
+
+def int8_agreement(fp32: nn.Module, int8: nn.Module, x: torch.Tensor) -> dict[str, float]:
+    """How far int8's outputs lie from fp32's on ``x``: the share of positions whose most
+    likely move is the same, the mean KL(fp32 || int8) of the priors, the mean and largest
+    |value difference|."""
+    with torch.inference_mode():
+        (la, va), (lb, vb) = fp32(x), int8(x)
+    pa, pb = torch.log_softmax(la.float(), 1), torch.log_softmax(lb.float(), 1)
+    return {
+        "top1_agreement": float((pa.argmax(1) == pb.argmax(1)).float().mean()),
+        "kl": float((pa.exp() * (pa - pb)).sum(1).mean()),
+        "value_mae": float((va - vb).abs().mean()),
+        "value_max": float((va - vb).abs().max()),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         prog="python -m bench.network", description=__doc__.splitlines()[0]
@@ -132,6 +238,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=1.0, help="per path per round")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile paths")
+    ap.add_argument(
+        "--checkpoint", type=Path, help="int8 for this model (default: the laptop shape, seeded)"
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     console = Console()
@@ -181,6 +290,7 @@ def main() -> None:
                         "ratio_to_quick_start": rate / base, "positions_per_cpu_s": cpu[name],
                         "cpu_ratio_to_quick_start": cpu[name] / cpu_base})  # fmt: skip
     console.print(table)
+    results += _int8_table(console, args)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         meta = {
@@ -191,6 +301,30 @@ def main() -> None:
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         }
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+
+
+def _int8_table(console: Console, args: argparse.Namespace) -> list[dict]:
+    if args.checkpoint is not None:
+        net, _ = load_checkpoint(args.checkpoint)
+        label = str(args.checkpoint.name)
+    else:
+        shape = NetworkShape(9, 4, 32, aux=True, liberties=True, ladders=True)
+        net, label = PolicyValueNet(shape), "the laptop preset's 4x32, seeded"
+    paths, agreement = int8_paths(net)
+    cpu: dict[str, float] = {}
+    rates = measure(paths, 256, args.rounds, args.seconds, cpu)
+    base = next(iter(cpu.values()))
+    table = Table(title=f"int8, {label}, batch 256, {args.threads} threads")
+    for col in ("path", "positions/s", "per CPU-s", "x fp32"):
+        table.add_column(col, justify="left" if col == "path" else "right")
+    for name, rate in rates.items():
+        table.add_row(name, f"{rate:,.0f}", f"{cpu[name]:,.0f}", f"{cpu[name] / base:.2f}")
+    console.print(table)
+    console.print("int8 against fp32 on its own games' positions: " + ", ".join(
+        f"{k} {v:.4f}" for k, v in agreement.items()))  # fmt: skip
+    return [{"shape": f"int8 ({label})", "path": name, "positions_per_s": rates[name],
+             "positions_per_cpu_s": cpu[name], "cpu_ratio_to_fp32": cpu[name] / base,
+             **({"agreement": agreement} if "int8" in name else {})} for name in rates]  # fmt: skip
 
 
 if __name__ == "__main__":
