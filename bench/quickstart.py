@@ -40,6 +40,7 @@ commit's figures and games).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -114,9 +115,10 @@ def tabula_of(dest: Path, venv: Path | None) -> str:
     return str((venv.resolve() if venv is not None else dest / ".venv") / "bin" / "tabula")
 
 
+@functools.cache
 def linked_versions(venv: Path) -> dict[str, str]:
     """What identifies a linked environment in the figures: its Python's and torch's versions
-    (its path names this machine only)."""
+    (its path names this machine only); asked once per benchmark, however many refs it runs."""
     probe = "import platform, torch; print(platform.python_version(), torch.__version__)"
     done = subprocess.run([str(venv.resolve() / "bin" / "python"), "-c", probe],
                           capture_output=True, text=True, check=True)  # fmt: skip
@@ -133,7 +135,7 @@ def install_and_run(dest: Path, run_args: list[str], venv: Path | None) -> dict[
         make_args = ["make", "run", f"ARGS={shlex.join(run_args)}"]
     else:
         install = timed([tabula, "compile", "--config", CONFIG], dest, env, dest / "install.log")
-        install["linked"] = linked_versions(venv)
+        install["linked"] = dict(linked_versions(venv))
         make_args = [tabula, "run", "--config", CONFIG, *run_args]
     if install["rc"] != 0:
         raise RuntimeError(f"the install failed (exit {install['rc']}): see {dest}/install.log")

@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.quickstart import ROOT, _our_side, clone, goal_met, paired, run_record, summary
+from bench.quickstart import (
+    ROOT,
+    _our_side,
+    clone,
+    goal_met,
+    linked_versions,
+    paired,
+    run_record,
+    summary,
+)
 from tasks.players import PlayerSpecError, resolve_command
 from tests.helpers.bench import assert_usage_error, run_bench
 
@@ -70,6 +79,15 @@ def test_the_run_record_reads_the_share_of_its_budget(tmp_path: Path) -> None:
     cpu = {"core_hours": 0.5, "hours": None, "spent": spent}  # a CPU budget: 1226.3 of 1800
     (run / "budget.json").write_text(json.dumps(cpu))
     assert run_record(tmp_path)["budget_spent"] == pytest.approx(1226.3 / 1800, abs=1e-4)
+
+
+def test_a_linked_environment_is_named_by_its_versions_and_asked_once() -> None:
+    venv = Path(sys.executable).parent.parent
+    linked_versions.cache_clear()
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
+    assert linked_versions(venv) == versions
+    assert linked_versions(venv) == versions
+    assert (linked_versions.cache_info().hits, linked_versions.cache_info().misses) == (1, 1)
 
 
 def test_a_clone_into_a_folder_that_exists_is_refused(tmp_path: Path) -> None:
