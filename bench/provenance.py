@@ -7,12 +7,16 @@ machine other processes also use spends its budget differently. So every strengt
 the commit and whether its tree had local changes (`commit`), the CPU model (`cpu_model`), and
 for each run what the rest of the machine did meanwhile (`Sharing`: the machine's busy
 CPU-seconds from ``/proc/stat`` less the run's own, and the load average at both ends), beside
-its self-play network evaluations, trained samples and iterations (`compute`).
+its self-play network evaluations, trained samples and iterations (`compute`), and how much
+work a CPU-second bought along the run (`pace`): a CPU-second budget is fair between runs only
+while that holds, and a host that slows (its other tenants, its clocks) shows there and not in
+`Sharing`, which sees this machine's processes only.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,6 +24,9 @@ from typing import Any
 
 #: Other processes' CPU above this share of the machine's cores during a run marks it shared.
 SHARED_ABOVE = 0.05
+#: A run whose last third of iterations bought less than this share of its first third's
+#: self-play work per CPU-second is marked slowed (`pace`).
+SLOWED_BELOW = 0.85
 
 
 def commit(root: Path) -> dict[str, Any]:
@@ -141,4 +148,25 @@ def compute(iterations: int, evaluations: int, simulations: int, positions: int,
         "selfplay_positions": positions,
         "trained_steps": trained_steps,
         "trained_samples": trained_steps * batch_size,
+    }
+
+
+def pace(rates: list[float]) -> dict[str, Any] | None:
+    """How much self-play work a CPU-second bought along a run, from ``rates``: each iteration's
+    network evaluations per CPU-second of self-play, in order. The medians of the first and
+    last thirds of the iterations (the first iteration left out: it also pays for start-up and
+    compilation), the last's share of the first, and ``slowed`` when that share is below
+    `SLOWED_BELOW`. None with fewer than four iterations. A network that grows during the run
+    (``network.grow``) lowers it too."""
+    steady = rates[1:]
+    if len(steady) < 3:
+        return None
+    third = len(steady) // 3
+    first, last = statistics.median(steady[:third]), statistics.median(steady[-third:])
+    share = last / first if first > 0 else 0.0
+    return {
+        "first_third": round(first, 1),
+        "last_third": round(last, 1),
+        "share": round(share, 4),
+        "slowed": share < SLOWED_BELOW,
     }

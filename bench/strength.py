@@ -81,7 +81,7 @@ from typing import Any
 from rich.console import Console
 
 from bench.ladder import side_summary
-from bench.provenance import Sharing, Snapshot, commit, compute, machine, merged
+from bench.provenance import Sharing, Snapshot, commit, compute, machine, merged, pace
 from bench.strength_configs import CONFIGS, Entry
 from bench.strength_games import climb, play_ladder, play_match
 from bench.strength_report import (
@@ -90,6 +90,7 @@ from bench.strength_report import (
     deep_table,
     extrapolate,
     extrapolation_line,
+    pace_line,
     pairs_table,
     plot,
     search_table,
@@ -370,8 +371,9 @@ def provenance(name: str, layout: RunLayout, state: dict, done: list[int]) -> di
     (resolved, from its frozen params), whether others shared the machine while it trained
     (`bench.provenance.Sharing`, over every invocation), the commit each invocation ran
     (`bench.provenance.commit`: the JSON's own ``provenance`` names the code that wrote it,
-    which for a run resumed or kept from before may not be the code that trained it), and its
-    compute in units that do not depend on the CPU (`bench.provenance.compute`)."""
+    which for a run resumed or kept from before may not be the code that trained it), its
+    compute in units that do not depend on the CPU (`bench.provenance.compute`), and the work a
+    CPU-second of self-play bought along it (`bench.provenance.pace`)."""
     entry = CONFIGS[name]
     ran = load_config(layout.params) if layout.params.exists() else None
     selfplay = [finished(layout, i, Stage.SELFPLAY, SelfplayRecord) for i in done]
@@ -385,11 +387,16 @@ def provenance(name: str, layout: RunLayout, state: dict, done: list[int]) -> di
         sum(t.trained.result.steps for t in trained if t is not None),
         ran.training.batch_size if ran is not None else 0,
     )
+    rows = state.get("iterations", [])
+    cpu = {row["iteration"]: row.get("stages", {}).get("selfplay", 0.0) for row in rows}
+    rates = [s.evaluations / cpu[i] for i, s in zip(done, selfplay, strict=True)
+             if s is not None and cpu.get(i)]  # fmt: skip
     return {
         "config_file": entry.file,
         "overrides": list(entry.overrides),
         "resolved_config": None if ran is None else config_to_flat_dict(ran.resolve()),
         "sharing": merged(state.get("sharing", [])),
+        "pace": pace(rates),
         "commits": state.get("commits", []),
         "compute": work,
     }
@@ -460,6 +467,8 @@ def main() -> None:
         console.print(search_table(rows))
     for row in rows:
         console.print(extrapolation_line(row["config"], row["extrapolation"]))
+        if slowed := pace_line(row["config"], row.get("pace")):
+            console.print(slowed)
     console.print(f"wall time of the benchmark: {(time.monotonic() - started) / 60:.0f} min")
     payload = {
         "provenance": {**commit(ROOT), **machine()},

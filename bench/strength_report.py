@@ -135,6 +135,18 @@ def extrapolation_line(name: str, e: dict[str, Any]) -> str:
     )
 
 
+def pace_line(name: str, pace: dict[str, Any] | None) -> str | None:
+    """A warning for a run whose CPU-seconds bought less self-play work as it went
+    (`bench.provenance.pace`), None otherwise: its budget was not the same along the run."""
+    if pace is None or not pace["slowed"]:
+        return None
+    return (
+        f"{name}: in its last third a CPU-second of self-play bought {pace['share']:.0%} of the"
+        f" network evaluations it bought in its first ({pace['last_third']:,.0f} against"
+        f" {pace['first_third']:,.0f}): the machine slowed, or its network grew"
+    )
+
+
 def _pct(m: dict[str, Any]) -> str:
     if m["win_rate"] is None:
         return "—"

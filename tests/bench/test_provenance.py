@@ -20,6 +20,7 @@ from bench.provenance import (
     cpu_model,
     machine,
     merged,
+    pace,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,3 +107,14 @@ def test_a_run_records_its_config_overrides_and_resolved_settings(tmp_path: Path
     assert resolved["selfplay.temperature_moves"] == cfg.resolve().selfplay.temperature_moves
     assert resolved["training.lr_values"] is not None and got["sharing"]["shared"] is False
     assert got["compute"]["iterations"] == 0
+
+
+def test_pace_compares_the_last_third_of_a_run_with_its_first() -> None:
+    # the first iteration also paid for start-up, so it does not count
+    steady = pace([2_000.0, 9_400, 9_300, 9_500, 9_200, 9_000, 8_900])
+    assert steady == {"first_third": 9_350.0, "last_third": 8_950.0, "share": 0.9572,
+                      "slowed": False}  # fmt: skip
+    slowed = pace([3_000.0, 8_900, 8_800, 8_700, 6_300, 5_500, 5_700])
+    assert slowed is not None and slowed["slowed"] and slowed["share"] < 0.85
+    assert slowed["last_third"] == 5_600.0
+    assert pace([3_000.0, 9_000, 9_000]) is None  # too few to have thirds

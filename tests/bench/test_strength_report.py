@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from bench.strength_report import extrapolate, extrapolation_line
+from bench.strength_report import extrapolate, extrapolation_line, pace_line
 from tabula.ladder import GNUGO_ELO_9X9
 from tasks.run.cputime import CORE_HOUR
 
@@ -122,3 +122,12 @@ def test_the_deeper_budget_is_rated_apart_on_the_same_scale(tmp_path):
     assert alone == 0.0  # GnuGo level 1 is the scale's zero in both fits
     assert shallow < 0 < row["deep"]["elo"]["elo"]
     assert "400 simulations" in deep_table([row], "quick", 400).title
+
+
+def test_a_run_that_slowed_is_named_and_a_steady_one_is_not() -> None:
+    slowed = {"first_third": 8_864.0, "last_third": 5_693.0, "share": 0.6423, "slowed": True}
+    line = pace_line("lf2spr2", slowed)
+    assert line is not None and line.startswith("lf2spr2: ") and "64%" in line
+    assert "5,693 against 8,864" in line
+    assert pace_line("ladfast2", {**slowed, "share": 0.94, "slowed": False}) is None
+    assert pace_line("short", None) is None
