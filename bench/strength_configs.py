@@ -333,6 +333,14 @@ CONFIGS = {
         " against GnuGo level 1 at one core-hour on an Intel Xeon, level head to head,"
         " docs/strength.md)",
     ),
+    "lf2win5": _screening(
+        ("network.ladders=true", "selfplay.fast_simulations=2", FIVE_ITERATION_WINDOW),
+        "ladfast2 training on the last 5 iterations' games instead of 10: on a CPU without"
+        " bf16 a core-hour holds about 48 iterations, where ten iterations are a fifth of the"
+        " run (ours; win5 won 61 of 100 at the quick start's budget on that CPU, and gained 15"
+        " games of 100 against GnuGo level 1 at one core-hour on an Intel Xeon, none on the"
+        " AMD EPYC with bf16; KataGo's window starts small, Wu 2019; docs/strength.md)",
+    ),
     "deep32": _screening(
         ("search.simulations=32", "selfplay.fast_simulations=4"),
         "the default (no ladder planes) whose full searches run 32 simulations, the fast ones"
