@@ -14,8 +14,9 @@ from dataclasses import dataclass
 # so), no anchor games inside the run: the benchmark rates the checkpoints after the budget, so
 # the run's CPU-seconds go to learning. The budget is the benchmark's (--core-hours), and it
 # ends at the first boundary past it, as the configs measured before the screenings ran
-# (`EQUAL_BUDGET` below for those), and no iteration shrinks to fit it (`pipeline.budget_shrink`
-# came after all of them): every run resumes as it was frozen.
+# (`EQUAL_BUDGET` below for those), and no iteration shrinks or stretches to fit it
+# (`pipeline.budget_shrink` and `budget_stretch` came after all of them): every run resumes as
+# it was frozen.
 MACHINE = [
     "selfplay.workers=2",
     "selfplay.concurrent_games=64",
@@ -26,6 +27,7 @@ MACHINE = [
     "evaluation.anchor_games=0",
     "pipeline.budget_overshoot=null",
     "pipeline.budget_shrink=null",
+    "pipeline.budget_stretch=null",
 ]
 
 

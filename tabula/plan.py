@@ -299,6 +299,8 @@ class Spend:
     cumulative; the random player's when it comes with them). They come every
     ``evaluation.anchor_every`` iterations and in a run's last, so they are predicted apart
     from the rest, which changes slowly (`predicted_cost`).
+    share: the share of ``selfplay.games`` the iteration played (shrunk or stretched to end a
+    budget, `next_iteration`): the rest of its cost counts as this share of an iteration's.
     """
 
     iteration: int
@@ -306,6 +308,7 @@ class Spend:
     wall_s: float
     matches_cpu_s: float = 0.0
     matches_wall_s: float = 0.0
+    share: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -327,6 +330,10 @@ class RunState:
     games, shrink: ``selfplay.games`` and ``pipeline.budget_shrink``: such an iteration plays
         the games that fit in what is left of the budget instead, when they are at least
         ``shrink`` of ``games`` (None: it never shrinks).
+    stretch: ``pipeline.budget_stretch``: the iteration planned as the run's last plays the
+        games that fit in what is left of the budget, up to this share more than ``games``, when
+        what it would leave could not hold an iteration of its own (``shrink`` of one); when it
+        could, this one is not the last (`_stretched`). None: the last plays ``games``.
     fixed_cpu_s, fixed_wall_s: what the last finished iteration spent outside self-play,
         training and its anchor matches, which a shrunk iteration still spends (the gate, the
         bookkeeping).
@@ -352,6 +359,7 @@ class RunState:
     overshoot: float | None = None
     games: int | None = None
     shrink: float | None = None
+    stretch: float | None = None
     fixed_cpu_s: float = 0.0
     fixed_wall_s: float = 0.0
     anchor_every: int | None = None
@@ -373,8 +381,8 @@ class NextIteration:
     iterations: how many the run is planned for: those asked, or what the budget is expected
         to pay for, the fewer; the rate schedule anneals over them.
     lr_boundaries: the global steps where the rate drops in such a run.
-    games: the self-play games of an iteration shrunk to end the run within its budget
-        (`RunState.shrink`); None: ``selfplay.games``.
+    games: the self-play games of an iteration shrunk or stretched to end the run within its
+        budget (`RunState.shrink`, `RunState.stretch`); None: ``selfplay.games``.
     """
 
     go: bool
@@ -399,13 +407,17 @@ def next_iteration(training: TrainingConfig, state: RunState) -> NextIteration:
     (``training.steps`` before any) for each iteration left, so that the schedule is
     re-estimated as the games change length. An iteration that would end the run more than
     ``overshoot`` past its budget, with the anchor matches it plays (in turn, or as the last
-    planned), does not start, or with ``shrink`` plays the games that fit (`_shrunk_games`).
+    planned), does not start, or with ``shrink`` plays the games that fit (`_shrunk_games`);
+    with ``stretch`` the last planned one plays the games that fit when they are more
+    (`_stretched`).
     """
     planned = _planned_iterations(state)
     if state.asked is not None:
         planned = min(planned, state.asked)
     done = state.asked is not None and state.iteration > state.asked
     games = None if state.started else _shrunk_games(state, planned)
+    if games is None and not state.started:
+        planned, games = _stretched(state, planned)
     if games is not None:  # the last: its plan plays the anchors
         planned = state.iteration
     over = games is None and _would_overshoot(state, planned)
@@ -514,13 +526,43 @@ def _shrunk_games(state: RunState, planned: int) -> int | None:
     """The games of a next iteration (of a run planned for ``planned`` iterations) that would
     end past the budget by more than the overshoot, cut to the share of it that fits in the
     budget with the anchor matches of a run's last (`_fitting_share`), when that is at least
-    ``state.shrink`` of ``state.games``; None: the iteration runs whole, or not at all."""
+    ``state.shrink`` of ``state.games`` (with ``state.stretch``, any games at all while
+    stopping would leave more than the overshoot of the budget unspent: the iteration before
+    may have been planned not to be the last, `_stretched`, so that this one plays the last's
+    anchor matches); None: the iteration runs whole, or not at all."""
     if state.shrink is None or state.games is None or not _would_overshoot(state, planned):
         return None
     share = _fitting_share(state)
-    if share < state.shrink:
+    unspent = 1.0 - _spent_fraction(state) > (state.overshoot or 0.0)
+    least = 0.0 if state.stretch is not None and unspent else state.shrink
+    if not math.isfinite(share):  # nothing left to scale (a shrunk one just ran): it stops
         return None
-    return max(1, math.floor(share * state.games))
+    games = math.floor(min(share, 1.0) * state.games)
+    return None if share < least or games < 1 else games
+
+
+def _stretched(state: RunState, planned: int) -> tuple[int, int | None]:
+    """The iterations the run is planned for and the games of the next one, when that one is
+    the last planned by the budget (not by ``asked``) and fits whole with room to spare
+    (`_fitting_share` > 1, the anchor matches of a run's last paid): with at least ``shrink`` of
+    an iteration to spare (the iteration's own anchor matches and bookkeeping paid), it is not
+    the last, so that a shrunk one after it plays the last's anchor matches once; with less, it
+    plays the games that fit, at most ``stretch`` more than ``games``, so that the run ends near
+    its budget rather than up to a fraction of an iteration and a last's anchor matches short of
+    it. (planned, None) otherwise: the iteration plays ``games``."""
+    last = planned == state.iteration and (state.asked is None or state.asked > planned)
+    if state.stretch is None or state.games is None or not last or not _finished(state):
+        return planned, None
+    if _would_overshoot(state, planned):
+        return planned, None
+    share = _fitting_share(state)
+    if not math.isfinite(share):
+        return planned, None
+    if state.shrink is not None and share >= 1.0 + state.shrink:
+        return planned + 1, None
+    if share <= 1.0:
+        return planned, None
+    return planned, math.floor(min(share, 1.0 + state.stretch) * state.games)
 
 
 def _planned_iterations(state: RunState) -> int:
@@ -547,12 +589,15 @@ def _planned_iterations(state: RunState) -> int:
 
 def _steady_points(spent: Sequence[Spend], what: str) -> list[tuple[int, float]]:
     """(iteration, cumulative cost in ``what`` without anchor matches) of each record of
-    ``spent``, after (0, 0), the run's first iteration left out once another finished
+    ``spent``, after (0, 0), each iteration after the first counted as a whole one (its cost
+    over `Spend.share`), the run's first iteration left out once another finished
     (`_settled`)."""
-    points, matches = [(0, 0.0)], 0.0
-    for s in spent:
-        matches += float(getattr(s, f"matches_{what}"))
-        points.append((s.iteration, float(getattr(s, what)) - matches))
+    points, total, before = [(0, 0.0)], 0.0, 0.0
+    for k, s in enumerate(spent):
+        cost = float(getattr(s, what)) - before - float(getattr(s, f"matches_{what}"))
+        before = float(getattr(s, what))
+        total += cost / s.share if k else cost
+        points.append((s.iteration, total))
     return _settled(spent, points)
 
 

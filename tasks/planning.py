@@ -63,13 +63,14 @@ def upcoming(
     the run's ``budget.json``, what ``meter`` says it spent, whether the iteration began, what
     the previous one trained, and how far past its budget the run may end
     (``pipeline.budget_overshoot``: the next iteration's cost is predicted from the last), or
-    the games it plays when it shrinks to end within the budget (``pipeline.budget_shrink``)."""
+    the games it plays when it shrinks or stretches to end within the budget
+    (``pipeline.budget_shrink``, ``pipeline.budget_stretch``)."""
     budget = read_budget(layout)
     cpu, wall = meter.totals()
     every = cfg.evaluation.anchor_every if cfg.evaluation.anchor_games else None
     # (the random player comes with the anchors unless it has its own turn: a steady cost)
     own_turn = {"random"} if cfg.evaluation.random_every is not None else set()
-    spent = _spends(layout, budget.spent, (every or 1) + RECENT + 1, own_turn)
+    spent = _spends(layout, budget.spent, (every or 1) + RECENT + 1, own_turn, cfg.selfplay.games)
     state = replace(
         _trained(cfg, layout, i, asked),
         core_hours=budget.core_hours,
@@ -81,6 +82,7 @@ def upcoming(
         overshoot=cfg.pipeline.budget_overshoot,
         games=cfg.selfplay.games,
         shrink=cfg.pipeline.budget_shrink,
+        stretch=cfg.pipeline.budget_stretch,
         anchor_every=every,
         anchor_skip=cfg.evaluation.anchor_skip_near_last,
     )
@@ -90,18 +92,24 @@ def upcoming(
 
 
 def _spends(
-    layout: RunLayout, spent: Sequence[Spent], recent: int, steady: set[str]
+    layout: RunLayout, spent: Sequence[Spent], recent: int, steady: set[str], games: int
 ) -> tuple[Spend, ...]:
     """The budget's records as the planner reads them, each of the ``recent`` newest with what
-    its anchor matches cost: the ``evaluate`` stage's CPU and wall seconds in the share its
-    anchor matches took of its games' seconds (the rest is the gate's, and that of the matches
-    named in ``steady``, which play in turns of their own)."""
+    its anchor matches cost (the ``evaluate`` stage's CPU and wall seconds in the share its
+    anchor matches took of its games' seconds; the rest is the gate's, and that of the matches
+    named in ``steady``, which play in turns of their own) and the share of ``games``
+    (``selfplay.games``) its self-play played."""
     out = []
     for k, s in enumerate(spent):
-        share = _anchor_share(layout, s.iteration, steady) if k >= len(spent) - recent else 0.0
+        if k < len(spent) - recent:
+            out.append(Spend(s.iteration, s.cpu_s, s.wall_s))
+            continue
+        share = _anchor_share(layout, s.iteration, steady)
         cpu = share * s.stages.get("evaluate", 0.0)
         wall = share * s.stage_wall_s.get("evaluate", 0.0)
-        out.append(Spend(s.iteration, s.cpu_s, s.wall_s, cpu, wall))
+        played = finished(layout, s.iteration, Stage.SELFPLAY, SelfplayRecord)
+        part = 1.0 if played is None or played.games < 1 else played.games / games
+        out.append(Spend(s.iteration, s.cpu_s, s.wall_s, cpu, wall, part))
     return tuple(out)
 
 

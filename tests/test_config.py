@@ -104,6 +104,7 @@ def test_a_format_5_file_runs_without_a_budget_and_plays_anchors_every_iteration
         (9, "evaluation", "anchor_skip_near_last", False, True),  # every iteration in turn
         (10, "training", "window_games", 3840, 1152),  # the last ten iterations' games
         (11, "training", "window_games", 1920, 1152),  # the last five
+        (12, "pipeline", "budget_stretch", None, 0.25),  # the last iteration never stretched
     ],
 )
 def test_a_file_of_an_older_format_reads_a_field_left_out_as_it_ran(
@@ -482,7 +483,7 @@ def test_a_config_written_in_full_before_a_switch_existed_loads_as_it_ran() -> N
     }  # fmt: skip
     partial = parse_config("search:\n  simulations: 32\nnetwork:\n  blocks: 2\n")
     assert partial.search.algorithm == "gumbel" and partial.network.aux_heads
-    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 12
+    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 13
     assert parse_config(dump_config(frozen)) == frozen  # the dump says format 1
 
 
@@ -545,7 +546,7 @@ def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() ->
     deleted gets today's default; a file that says format 1 gets what format 1 ran with; a
     format from a newer tabula is refused with one line."""
     data = yaml.safe_load(dump_config(load_config(None)))
-    assert data["pipeline"]["config_version"] == 12
+    assert data["pipeline"]["config_version"] == 13
     del data["search"]["algorithm"], data["evaluation"]["gating"]
     today = parse_config(yaml.safe_dump(data))
     assert today.search.algorithm == "gumbel" and today.evaluation.gating is False
@@ -553,13 +554,13 @@ def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() ->
     assert old.search.algorithm == "puct" and old.network.aux_heads is False
     assert old.search.simulations == 32 and old.pipeline.config_version == 1
     for path in PRESETS:
-        assert load_config(path).pipeline.config_version == 12, path.name
+        assert load_config(path).pipeline.config_version == 13, path.name
     newer = "new.yaml: pipeline.config_version: written by a newer tabula: this one reads formats "
-    for text in ("pipeline:\n  config_version: 13\n",
-                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 13\n"):  # fmt: skip
+    for text in ("pipeline:\n  config_version: 14\n",
+                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 14\n"):  # fmt: skip
         with pytest.raises(ConfigError) as e:
             parse_config(text, source="new.yaml")
-        assert str(e.value) == newer + "up to 12 (got 13)"
+        assert str(e.value) == newer + "up to 13 (got 14)"
     for text, key in [
         ("pipeline:\n  config_version: true\n", "pipeline.config_version"),
         ("pipeline:\n  config_version: 1.0\n", "pipeline.config_version"),

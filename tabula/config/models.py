@@ -693,6 +693,18 @@ class PipelineConfig(_Section):
         " at least this share of selfplay.games (0.25), and is the run's last: the run ends near"
         " its budget rather than up to an iteration short of it. None: it does not start.",
     )
+    budget_stretch: float | None = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="With budget_overshoot, the iteration planned as the run's last plays the"
+        " games that fit in what is left of the budget, up to this share more than"
+        " selfplay.games (0.25), when what it would leave could not hold an iteration of its"
+        " own (budget_shrink of one); when it could, that iteration is not the last, and a"
+        " shrunk one after it plays the last's anchor matches: the run ends near its budget"
+        " rather than up to a part of an iteration and its anchor matches short of it. None: the"
+        " last plays selfplay.games.",
+    )
     seed: int = Field(default=0, ge=0, lt=2**63, description="Root of every random generator.")
     data_dir: str = Field(default="data", min_length=1, description="DVC-tracked artifacts.")
     mlflow_tracking_uri: str = Field(

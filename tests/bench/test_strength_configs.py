@@ -134,3 +134,4 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     ):
         assert _load(name).pipeline.budget_overshoot == 0.03
         assert _load(name).pipeline.budget_shrink is None  # (frozen before it came)
+        assert _load(name).pipeline.budget_stretch is None

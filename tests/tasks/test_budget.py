@@ -336,11 +336,11 @@ def _evaluation(gate_s: float, anchors_s: float, random_s: float | None = None) 
 
 def test_the_planner_reads_each_iterations_anchor_matches_from_its_records(tmp_path: Path):
     """`tasks.planning.upcoming`'s records: the ``evaluate`` stage's seconds in the share the
-    anchor matches took of the games' seconds, the rest being the gate's; the fixed cost
-    leaves them out."""
+    anchor matches took of the games' seconds, the rest being the gate's, and the share of an
+    iteration's games its self-play played; the fixed cost leaves the matches out."""
     from tasks.planning import _fixed_costs, _spends
     from tasks.run.markers import write_record
-    from tasks.run.records import EvaluationRecord, Stage
+    from tasks.run.records import EvaluationRecord, SelfplayRecord, Stage
 
     layout = RunLayout(tmp_path, "data", "r")
     spent = (Spent(1, 100.0, 60.0, {"selfplay": 50.0, "train": 30.0, "evaluate": 10.0},
@@ -349,19 +349,27 @@ def test_the_planner_reads_each_iterations_anchor_matches_from_its_records(tmp_p
                    {"selfplay": 30.0, "train": 20.0, "evaluate": 16.0}))  # fmt: skip
     gated = _evaluation(gate_s=4.0, anchors_s=12.0)
     write_record(layout.marker(2, Stage.EVALUATE.marker_name()), gated)
-    records = _spends(layout, spent, recent=5, steady=set())
+    records = _spends(layout, spent, recent=5, steady=set(), games=384)
     assert records[0] == Spend(1, 100.0, 60.0, 0.0, 0.0)  # no evaluation recorded
     assert records[1] == Spend(2, 230.0, 130.0, 22.5, 12.0)  # 3/4 of 30 and of 16
-    assert _spends(layout, spent, recent=0, steady=set())[1].matches_cpu_s == 0.0  # not read
+    unread = _spends(layout, spent, recent=0, steady=set(), games=384)
+    assert unread[1].matches_cpu_s == 0.0  # not read
     # a random player with its own turns (`evaluation.random_every`) is a steady cost
     both = _evaluation(gate_s=4.0, anchors_s=12.0, random_s=4.0)
     write_record(layout.marker(2, Stage.EVALUATE.marker_name()), both)
-    assert _spends(layout, spent, recent=5, steady={"random"})[1] == Spend(
+    assert _spends(layout, spent, recent=5, steady={"random"}, games=384)[1] == Spend(
         2, 230.0, 130.0, 18.0, 9.6
     )
-    assert _spends(layout, spent, recent=5, steady=set())[1].matches_wall_s == pytest.approx(12.8)
+    anchored = _spends(layout, spent, recent=5, steady=set(), games=384)
+    assert anchored[1].matches_wall_s == pytest.approx(12.8)
     assert _fixed_costs(spent, records[1]) == {"fixed_cpu_s": 12.5, "fixed_wall_s": 8.0}
     assert isinstance(gated, EvaluationRecord)
+    # iteration 2 shrunk to 96 of 384 games: a quarter of an iteration
+    played = SelfplayRecord(96, 4000, 0, 0, 0, 0, 0, 41.7, 0.0, 1.0, 1.0, 1.0, None, None, None,
+                            {}, 1.0)  # fmt: skip
+    write_record(layout.marker(2, Stage.SELFPLAY.marker_name()), played)
+    assert _spends(layout, spent, recent=5, steady=set(), games=384)[1].share == 0.25
+    assert _spends(layout, spent, recent=0, steady=set(), games=384)[1].share == 1.0
 
 
 def test_the_fixed_cost_is_what_the_last_iteration_spent_outside_selfplay_and_training():
