@@ -503,12 +503,14 @@ def _would_overshoot(state: RunState, planned: int) -> bool:
     return after > 1.0 + state.overshoot
 
 
-def _fitting_share(state: RunState) -> float:
+def _fitting_share(state: RunState, ahead: int = 0) -> float:
     """The share of the next iteration's self-play and training that fits in what is left of
     the budget once its fixed cost (the last iteration's, `RunState.fixed_cpu_s`) and its anchor
     matches are paid (a shrunk iteration is the run's last, which plays them), at the predicted
     cost of the whole iteration; the tighter of the CPU and wall limits (inf without a limit or
-    a finished iteration)."""
+    a finished iteration). ``ahead``: the share of the iteration after that many whole ones,
+    each at its predicted cost with its anchor matches in turn (`_next_cost`, in a run planned
+    to end after the one measured)."""
     done = _finished(state)
     shares = [math.inf]
     for limit, used, what, fixed in (
@@ -517,6 +519,9 @@ def _fitting_share(state: RunState) -> float:
     ):
         scaled = (predicted_cost(done, what) if done else 0.0) - fixed
         paid = fixed + _matches_cost(state, what)
+        for k in range(ahead):
+            later = replace(state, iteration=state.iteration + k)
+            paid += _next_cost(later, what, state.iteration + ahead)
         if limit is not None and scaled > 0:
             shares.append(max(0.0, limit * HOUR - used - paid) / scaled)
     return min(shares)
@@ -533,35 +538,47 @@ def _shrunk_games(state: RunState, planned: int) -> int | None:
     if state.shrink is None or state.games is None or not _would_overshoot(state, planned):
         return None
     share = _fitting_share(state)
+    least = 0.0 if state.stretch is not None and _owed(state) else state.shrink
+    if not math.isfinite(share) or share <= 0.0 or share < least:
+        return None  # (inf: nothing left to scale, as after a shrunk one: the run stops)
+    return max(1, math.floor(min(share, 1.0) * state.games))
+
+
+def _owed(state: RunState) -> bool:
+    """Stopping now would leave more than the overshoot of the budget unspent, or the run's
+    final network without the anchor matches a run's last plays (the last finished iteration
+    played none, where recent ones cost something)."""
     unspent = 1.0 - _spent_fraction(state) > (state.overshoot or 0.0)
-    least = 0.0 if state.stretch is not None and unspent else state.shrink
-    if not math.isfinite(share):  # nothing left to scale (a shrunk one just ran): it stops
-        return None
-    games = math.floor(min(share, 1.0) * state.games)
-    return None if share < least or games < 1 else games
+    done = _finished(state)
+    unrated = (
+        bool(done)
+        and done[-1].matches_cpu_s == 0.0
+        and done[-1].matches_wall_s == 0.0
+        and (_matches_cost(state, "cpu_s") > 0.0 or _matches_cost(state, "wall_s") > 0.0)
+    )
+    return unspent or unrated
 
 
 def _stretched(state: RunState, planned: int) -> tuple[int, int | None]:
     """The iterations the run is planned for and the games of the next one, when that one is
     the last planned by the budget (not by ``asked``) and fits whole with room to spare
-    (`_fitting_share` > 1, the anchor matches of a run's last paid): with at least ``shrink`` of
-    an iteration to spare (the iteration's own anchor matches and bookkeeping paid), it is not
-    the last, so that a shrunk one after it plays the last's anchor matches once; with less, it
+    (`_fitting_share` > 1, the anchor matches of a run's last paid): when at least ``shrink`` of
+    an iteration would fit after it whole (its own anchor matches in turn and the bookkeeping of
+    both paid), it is not the last, so that a shrunk one after it plays the last's anchor
+    matches once; else it
     plays the games that fit, at most ``stretch`` more than ``games``, so that the run ends near
     its budget rather than up to a fraction of an iteration and a last's anchor matches short of
     it. (planned, None) otherwise: the iteration plays ``games``."""
     last = planned == state.iteration and (state.asked is None or state.asked > planned)
-    if state.stretch is None or state.games is None or not last or not _finished(state):
+    if state.stretch is None or state.overshoot is None or state.games is None:
         return planned, None
-    if _would_overshoot(state, planned):
+    if not last or not _finished(state) or _would_overshoot(state, planned):
         return planned, None
     share = _fitting_share(state)
-    if not math.isfinite(share):
+    if not math.isfinite(share) or share <= 1.0:
         return planned, None
-    if state.shrink is not None and share >= 1.0 + state.shrink:
+    if state.shrink is not None and _fitting_share(state, ahead=1) >= state.shrink:
         return planned + 1, None
-    if share <= 1.0:
-        return planned, None
     return planned, math.floor(min(share, 1.0 + state.stretch) * state.games)
 
 
@@ -577,14 +594,21 @@ def _planned_iterations(state: RunState) -> int:
     # much more (an iteration shrunk to fit after them is planned when it starts, as the last:
     # `next_iteration`); without, it runs the one that crosses the budget too. The anchor
     # matches of the last are kept aside, and those in turn spread over the iterations.
+    # With ``stretch``, the last planned is also one that starts before the budget is spent
+    # (with an overshoot that holds a whole iteration, the one after would never start).
     last, left, room = spent[-1], [math.inf], 1.0 + (state.overshoot or 0.0)
+    starts = [math.inf]
     for limit, what in ((state.core_hours, "cpu_s"), (state.hours, "wall_s")):
         if limit is not None:
             matches = _matches_cost(state, what)
             cost = _mean_cost(spent, what) + matches / (state.anchor_every or 1)
             left.append((room * limit * HOUR - getattr(last, what) - matches) / cost)
+            starts.append(math.ceil((limit * HOUR - getattr(last, what)) / cost))
     whole = math.ceil if state.overshoot is None else math.floor
-    return done + max(1, whole(min(left)))
+    count = whole(min(left))
+    if state.stretch is not None and state.overshoot is not None:
+        count = min(count, min(starts))
+    return done + max(1, count)
 
 
 def _steady_points(spent: Sequence[Spend], what: str) -> list[tuple[int, float]]:
@@ -596,7 +620,7 @@ def _steady_points(spent: Sequence[Spend], what: str) -> list[tuple[int, float]]
     for k, s in enumerate(spent):
         cost = float(getattr(s, what)) - before - float(getattr(s, f"matches_{what}"))
         before = float(getattr(s, what))
-        total += cost / s.share if k else cost
+        total += cost / s.share if k and s.share > 0 else cost
         points.append((s.iteration, total))
     return _settled(spent, points)
 

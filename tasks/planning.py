@@ -70,7 +70,9 @@ def upcoming(
     every = cfg.evaluation.anchor_every if cfg.evaluation.anchor_games else None
     # (the random player comes with the anchors unless it has its own turn: a steady cost)
     own_turn = {"random"} if cfg.evaluation.random_every is not None else set()
-    spent = _spends(layout, budget.spent, (every or 1) + RECENT + 1, own_turn, cfg.selfplay.games)
+    # (a shrunk or stretched iteration counts as its share of one with the stretch, format 13)
+    games = cfg.selfplay.games if cfg.pipeline.budget_stretch is not None else None
+    spent = _spends(layout, budget.spent, (every or 1) + RECENT + 1, own_turn, games)
     state = replace(
         _trained(cfg, layout, i, asked),
         core_hours=budget.core_hours,
@@ -92,13 +94,13 @@ def upcoming(
 
 
 def _spends(
-    layout: RunLayout, spent: Sequence[Spent], recent: int, steady: set[str], games: int
+    layout: RunLayout, spent: Sequence[Spent], recent: int, steady: set[str], games: int | None
 ) -> tuple[Spend, ...]:
     """The budget's records as the planner reads them, each of the ``recent`` newest with what
     its anchor matches cost (the ``evaluate`` stage's CPU and wall seconds in the share its
     anchor matches took of its games' seconds; the rest is the gate's, and that of the matches
     named in ``steady``, which play in turns of their own) and the share of ``games``
-    (``selfplay.games``) its self-play played."""
+    (``selfplay.games``; None: each counts as a whole one) its self-play played."""
     out = []
     for k, s in enumerate(spent):
         if k < len(spent) - recent:
@@ -107,10 +109,15 @@ def _spends(
         share = _anchor_share(layout, s.iteration, steady)
         cpu = share * s.stages.get("evaluate", 0.0)
         wall = share * s.stage_wall_s.get("evaluate", 0.0)
-        played = finished(layout, s.iteration, Stage.SELFPLAY, SelfplayRecord)
-        part = 1.0 if played is None or played.games < 1 else played.games / games
+        part = 1.0 if games is None else _games_share(layout, s.iteration, games)
         out.append(Spend(s.iteration, s.cpu_s, s.wall_s, cpu, wall, part))
     return tuple(out)
+
+
+def _games_share(layout: RunLayout, i: int, games: int) -> float:
+    """The share of ``games`` iteration ``i``'s self-play played (1: not recorded)."""
+    played = finished(layout, i, Stage.SELFPLAY, SelfplayRecord)
+    return 1.0 if played is None or played.games < 1 else played.games / games
 
 
 def _anchor_share(layout: RunLayout, i: int, steady: set[str]) -> float:

@@ -370,6 +370,7 @@ def test_the_planner_reads_each_iterations_anchor_matches_from_its_records(tmp_p
     write_record(layout.marker(2, Stage.SELFPLAY.marker_name()), played)
     assert _spends(layout, spent, recent=5, steady=set(), games=384)[1].share == 0.25
     assert _spends(layout, spent, recent=0, steady=set(), games=384)[1].share == 1.0
+    assert _spends(layout, spent, recent=5, steady=set(), games=None)[1].share == 1.0  # format 12
 
 
 def test_the_fixed_cost_is_what_the_last_iteration_spent_outside_selfplay_and_training():

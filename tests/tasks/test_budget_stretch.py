@@ -5,7 +5,7 @@ an iteration's, so that the run ends within its overshoot of the budget, its las
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -36,53 +36,88 @@ AVX2_WALL = [
 GAMES = 384
 
 
-def _replay(
-    costs: list[float], matches: float, budget_s: float, stretch: float | None
-) -> tuple[float, list[tuple[int, int, bool]]]:
-    """Where a quick start whose iterations cost ``costs`` wall seconds at 384 games (the last
-    repeated past the recorded ones) and ``matches`` more with the anchors ends as a fraction
-    of ``budget_s``, and each iteration's (number, games, anchored)."""
+@dataclass(frozen=True)
+class Costs:
+    """A replayed run's costs in wall seconds: its iterations at 384 games (``steady``, the
+    last repeated past them), of which ``fixed`` does not scale with the games (the gate, the
+    bookkeeping), and its anchor matches, every ``every`` iterations and in the last planned."""
+
+    steady: list[float]
+    matches: float
+    fixed: float = 0.0
+    every: int = 6
+
+
+def _replay(costs: Costs, budget_s: float, stretch: float | None) -> tuple[float, bool]:
+    """Where a run ends as a fraction of its wall budget ``budget_s``, each iteration scaled
+    to the games it was planned with, and whether its last iteration played the anchors."""
     spent: tuple[Spend, ...] = ()
-    total, ran = 0.0, []
-    for i, cost in enumerate([*costs, *[costs[-1]] * 4], start=1):
+    total, anchored = 0.0, False
+    for i, cost in enumerate([*costs.steady, *[costs.steady[-1]] * 200], start=1):
+        fixed = costs.fixed if spent else 0.0
         state = RunState(i, None, 5, None, budget_s / 3600.0, cpu_s=total, wall_s=total,
                          spent=spent, overshoot=0.03, games=GAMES, shrink=0.25, stretch=stretch,
-                         anchor_every=6, anchor_skip=True)  # fmt: skip
+                         fixed_cpu_s=fixed, fixed_wall_s=fixed, anchor_every=costs.every,
+                         anchor_skip=True)  # fmt: skip
         upcoming = next_iteration(TRAINING, state)
         if not upcoming.go:
-            break
-        anchored = plays_anchors(i, 6, True, upcoming.iterations)  # (as `anchors_to_play`)
+            return total / budget_s, anchored
+        anchored = plays_anchors(i, costs.every, True, upcoming.iterations)
         games = GAMES if upcoming.games is None else upcoming.games
-        paid = matches if anchored else 0.0
-        total += cost * games / GAMES + paid
+        paid = costs.matches if anchored else 0.0
+        total += costs.fixed + (cost - costs.fixed) * games / GAMES + paid
         spent = (*spent, Spend(i, total, total, paid, paid, games / GAMES))
-        ran.append((i, games, anchored))
-    return total / budget_s, ran
+    raise AssertionError("the run never stopped")
 
 
-def _ends(stretch: float | None) -> list[tuple[float, bool]]:
-    """Each recorded run replayed at budgets of 560 to 698 s: where it ends, and whether its
-    last iteration played the anchors."""
-    out = []
-    for costs, matches in AVX2_WALL:
-        for budget_s in range(560, 700, 2):
-            ends, ran = _replay(costs, max(matches), float(budget_s), stretch)
-            out.append((ends, ran[-1][2]))
-    return out
+def _ends(runs: list[Costs], budgets: range, stretch: float | None) -> list[tuple[float, bool]]:
+    return [(e, a) for c in runs for e, a in (_replay(c, float(b), stretch) for b in budgets)]
+
+
+RECORDED = [Costs(steady, max(matches), fixed=0.7) for steady, matches in AVX2_WALL]
 
 
 def test_the_recorded_quick_starts_end_within_the_overshoot_when_the_last_may_stretch():
-    """Replayed on the recorded costs, a planner that stops before a last iteration that does
-    not fit ends more than 3% short of the budget in about two budgets of five (down to 0.93);
-    one whose last stretches, or is followed by a shrunk one that plays the anchors, ends
-    within 1% short and at most the overshoot and a misprediction past it, its last anchored."""
-    before = _ends(None)
+    """Replayed on the recorded costs at budgets of 560 to 698 s, a planner that stops before
+    a last iteration that does not fit ends more than 3% short of the budget in about two
+    budgets of five (down to 0.93); one whose last stretches, or is followed by a shrunk one
+    that plays the anchors, ends within 1.5% short and at most the overshoot and a
+    misprediction past it, its last anchored."""
+    before = _ends(RECORDED, range(560, 700, 2), None)
     assert sum(abs(e - 1.0) > 0.03 for e, _ in before) > 0.3 * len(before)
     assert min(e for e, _ in before) < 0.94
-    after = _ends(0.25)
+    after = _ends(RECORDED, range(560, 700, 2), 0.25)
     assert all(0.985 <= e <= 1.04 for e, _ in after)
     assert sum(abs(e - 1.0) > 0.03 for e, _ in after) < 0.05 * len(after)
     assert all(anchored for _, anchored in before + after)
+
+
+@pytest.mark.parametrize(
+    ("costs", "budgets"),
+    [
+        (Costs([40.0], 5.0, fixed=4.0), range(560, 700, 2)),  # cheap anchors, a dear gate
+        (Costs([40.0], 5.0, fixed=4.0, every=1), range(560, 700, 2)),  # anchors every iteration
+        (Costs([40.0], 5.0, fixed=4.0, every=2), range(560, 700, 2)),
+        (Costs([45.0], 30.0, fixed=1.0), range(560, 700, 2)),  # the quick start's proportions
+        (Costs([40.0], 5.0, fixed=4.0), range(3000, 4200, 23)),  # 3% holds an iteration
+    ],
+)
+def test_a_stretched_budget_ends_within_its_overshoot_and_rates_its_last(costs, budgets):
+    """Steady costs: every run ends within 1.5% short and 3% past its budget, and its last
+    iteration plays the anchors, also where the gate and bookkeeping cost a tenth of an
+    iteration (so that two iterations pay them twice) and where the overshoot is longer than an
+    iteration (an iteration planned as the last must start before the budget is spent)."""
+    ends = _ends([costs], budgets, 0.25)
+    assert all(0.985 <= e <= 1.031 for e, _ in ends)
+    assert all(anchored for _, anchored in ends)
+
+
+def test_without_the_stretch_a_long_budget_leaves_its_final_network_unrated():
+    """Format 12 and before, as they run: a last planned iteration that would start past the
+    budget never starts, so a run whose overshoot holds a whole iteration ends unrated."""
+    ends = _ends([Costs([40.0], 5.0, fixed=4.0)], range(3000, 4200, 23), None)
+    assert all(0.99 <= e <= 1.031 for e, _ in ends)
+    assert not any(anchored for _, anchored in ends)
 
 
 def _state(**changes) -> RunState:
