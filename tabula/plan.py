@@ -503,14 +503,14 @@ def _would_overshoot(state: RunState, planned: int) -> bool:
     return after > 1.0 + state.overshoot
 
 
-def _fitting_share(state: RunState, ahead: int = 0) -> float:
+def _fitting_share(state: RunState, after_next: bool = False) -> float:
     """The share of the next iteration's self-play and training that fits in what is left of
     the budget once its fixed cost (the last iteration's, `RunState.fixed_cpu_s`) and its anchor
     matches are paid (a shrunk iteration is the run's last, which plays them), at the predicted
     cost of the whole iteration; the tighter of the CPU and wall limits (inf without a limit or
-    a finished iteration). ``ahead``: the share of the iteration after that many whole ones,
-    each at its predicted cost with its anchor matches in turn (`_next_cost`, in a run planned
-    to end after the one measured)."""
+    a finished iteration). ``after_next``: the share of the iteration after the next one
+    whole, at its predicted cost with its anchor matches in turn (`_next_cost`, in a run
+    planned to end after the one measured)."""
     done = _finished(state)
     shares = [math.inf]
     for limit, used, what, fixed in (
@@ -519,9 +519,8 @@ def _fitting_share(state: RunState, ahead: int = 0) -> float:
     ):
         scaled = (predicted_cost(done, what) if done else 0.0) - fixed
         paid = fixed + _matches_cost(state, what)
-        for k in range(ahead):
-            later = replace(state, iteration=state.iteration + k)
-            paid += _next_cost(later, what, state.iteration + ahead)
+        if after_next:
+            paid += _next_cost(state, what, state.iteration + 1)
         if limit is not None and scaled > 0:
             shares.append(max(0.0, limit * HOUR - used - paid) / scaled)
     return min(shares)
@@ -565,10 +564,9 @@ def _stretched(state: RunState, planned: int) -> tuple[int, int | None]:
     (`_fitting_share` > 1, the anchor matches of a run's last paid): when at least ``shrink`` of
     an iteration would fit after it whole (its own anchor matches in turn and the bookkeeping of
     both paid), it is not the last, so that a shrunk one after it plays the last's anchor
-    matches once; else it
-    plays the games that fit, at most ``stretch`` more than ``games``, so that the run ends near
-    its budget rather than up to a fraction of an iteration and a last's anchor matches short of
-    it. (planned, None) otherwise: the iteration plays ``games``."""
+    matches once; else it plays the games that fit, at most ``stretch`` more than ``games``, so
+    that the run ends near its budget rather than up to a fraction of an iteration and a last's
+    anchor matches short of it. (planned, None) otherwise: the iteration plays ``games``."""
     last = planned == state.iteration and (state.asked is None or state.asked > planned)
     if state.stretch is None or state.overshoot is None or state.games is None:
         return planned, None
@@ -577,7 +575,7 @@ def _stretched(state: RunState, planned: int) -> tuple[int, int | None]:
     share = _fitting_share(state)
     if not math.isfinite(share) or share <= 1.0:
         return planned, None
-    if state.shrink is not None and _fitting_share(state, ahead=1) >= state.shrink:
+    if state.shrink is not None and _fitting_share(state, after_next=True) >= state.shrink:
         return planned + 1, None
     return planned, math.floor(min(share, 1.0 + state.stretch) * state.games)
 
