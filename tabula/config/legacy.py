@@ -28,7 +28,8 @@ ALWAYS_WRITTEN = {
     "evaluation": ("gating_games", "gating_threshold", "simulations"),
     "pipeline": ("name", "iterations", "seed"),
 }
-#: The format of the configs this version writes (``pipeline.config_version``): 13 since a
+#: The format of the configs this version writes (``pipeline.config_version``): 14 since the
+#: quick start learns for 0.19 hours, 13 since a
 #: budgeted run's last iteration stretches to the games that fit in its budget, 12 since the
 #: quick start trains on the last three iterations' games, 11 since it trained on the last
 #: five, 10 since an
@@ -41,7 +42,7 @@ ALWAYS_WRITTEN = {
 #: default learning rate is three times the paper's, 3 since the
 #: default took KataGo's playout caps as KataGo runs them, 2 since the quick start took the
 #: laptop preset's settings (docs/configuration.md); 1 before, when no file said its format.
-CONFIG_VERSION = 13
+CONFIG_VERSION = 14
 #: Per older format, the fields whose default changed when the next format came, and what a file
 #: of that format meant by leaving them out. Format 1 (2 to come): the search's early passes and
 #: own-eye fills (allowed until these switches came, off by default since), and the switches
@@ -55,7 +56,8 @@ CONFIG_VERSION = 13
 #: anchors in every iteration in turn, however near the run's last. Format 10 (11 to come): a
 #: window of the last 3,840 games (ten of the quick start's iterations). Format 11 (12 to come):
 #: a window of the last 1,920 games (five of them). Format 12 (13 to come): a budget's last
-#: iteration planned as it was when the budget was planned, never stretched.
+#: iteration planned as it was when the budget was planned, never stretched. Format 13 (14 to
+#: come): 10.8 minutes of learning (0.18 hours).
 CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     1: {
         ("search", "early_pass"): True,
@@ -104,6 +106,9 @@ CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     },
     12: {
         ("pipeline", "budget_stretch"): None,
+    },
+    13: {
+        ("pipeline", "hours"): 0.18,
     },
 }
 
