@@ -102,10 +102,11 @@ def test_a_format_5_file_runs_without_a_budget_and_plays_anchors_every_iteration
         (7, "evaluation", "anchor_every", 3, 6),  # the anchors every third iteration
         (8, "pipeline", "hours", 0.15, 0.19),  # nine minutes of learning
         (9, "evaluation", "anchor_skip_near_last", False, True),  # every iteration in turn
-        (10, "training", "window_games", 3840, 1152),  # the last ten iterations' games
-        (11, "training", "window_games", 1920, 1152),  # the last five
+        (10, "training", "window_games", 3840, 768),  # the last ten iterations' games
+        (11, "training", "window_games", 1920, 768),  # the last five
         (12, "pipeline", "budget_stretch", None, 0.25),  # the last iteration never stretched
         (13, "pipeline", "hours", 0.18, 0.19),  # 10.8 minutes of learning
+        (13, "training", "window_games", 1152, 768),  # the last three iterations' games
     ],
 )
 def test_a_file_of_an_older_format_reads_a_field_left_out_as_it_ran(

@@ -29,7 +29,7 @@ ALWAYS_WRITTEN = {
     "pipeline": ("name", "iterations", "seed"),
 }
 #: The format of the configs this version writes (``pipeline.config_version``): 14 since the
-#: quick start learns for 0.19 hours, 13 since a
+#: quick start learns for 0.19 hours on the last two iterations' games, 13 since a
 #: budgeted run's last iteration stretches to the games that fit in its budget, 12 since the
 #: quick start trains on the last three iterations' games, 11 since it trained on the last
 #: five, 10 since an
@@ -57,7 +57,8 @@ CONFIG_VERSION = 14
 #: window of the last 3,840 games (ten of the quick start's iterations). Format 11 (12 to come):
 #: a window of the last 1,920 games (five of them). Format 12 (13 to come): a budget's last
 #: iteration planned as it was when the budget was planned, never stretched. Format 13 (14 to
-#: come): 10.8 minutes of learning (0.18 hours).
+#: come): 10.8 minutes of learning (0.18 hours) on a window of the last 1,152 games (three
+#: iterations).
 CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     1: {
         ("search", "early_pass"): True,
@@ -109,6 +110,7 @@ CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     },
     13: {
         ("pipeline", "hours"): 0.18,
+        ("training", "window_games"): 1152,
     },
 }
 

@@ -466,10 +466,10 @@ class TrainingConfig(_Section):
     momentum: float = Field(default=0.9, ge=0, lt=1, description="SGD momentum (paper 0.9).")
     weight_decay: float = Field(default=1e-4, ge=0, description="L2 weight c (paper 1e-4).")
     window_games: int = Field(
-        default=1152,
+        default=768,
         ge=1,
-        description="Sample the most recent this-many games (paper 500,000; 1,152, the last 3"
-        " iterations, since the quick start measured it against 5, and 5 against 10).",
+        description="Sample the most recent this-many games (paper 500,000; 768, the last 2"
+        " iterations, since the quick start measured it against 3, 3 against 5, 5 against 10).",
     )
     window_iterations: int | None = Field(
         default=None, ge=1, description="Also only the last K iterations' games; None = no cap."

@@ -72,8 +72,9 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     win3 = _load("win3")  # against win5, the quick start's default in config format 11
     assert win3.training.window_games == 1152
     assert win3.model_copy(update={"training": win5.training}) == win5
-    # (win3's window is the quick start's default since config format 12)
-    assert win3 == _load("baseline").model_copy(update={"training": load_config(None).training})
+    # (win3's window was the quick start's default in config formats 12 and 13)
+    then = load_config(None).training.model_copy(update={"window_games": 1152})
+    assert win3 == _load("baseline").model_copy(update={"training": then})
     fast2 = _load("fast2")
     assert (fast2.selfplay.fast_simulations, win5.selfplay.fast_simulations) == (2, None)
     assert fast2.model_copy(update={"selfplay": win5.selfplay}) == win5
