@@ -343,6 +343,14 @@ CONFIGS = {
         " games of 100 against GnuGo level 1 at one core-hour on an Intel Xeon, none on the"
         " AMD EPYC with bf16; KataGo's window starts small, Wu 2019; docs/strength.md)",
     ),
+    "lf2win3": _screening(
+        ("network.ladders=true", "selfplay.fast_simulations=2", "training.window_games=1152"),
+        "ladfast2 training on the last 3 iterations' games instead of 10: lf2win5 (5 of 10)"
+        " gained 7 games of 100 against GnuGo level 1 at one core-hour on a CPU without bf16,"
+        " level head to head, and each shorter window gained at the quick start's budget (five"
+        " to three, three to two; ours; KataGo's window starts small, Wu 2019;"
+        " docs/strength.md): whether a window of about a sixteenth of the run goes on gaining",
+    ),
     "deep32": _screening(
         ("search.simulations=32", "selfplay.fast_simulations=4"),
         "the default (no ladder planes) whose full searches run 32 simulations, the fast ones"

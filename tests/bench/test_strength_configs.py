@@ -100,6 +100,9 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
     lf2win5 = _load("lf2win5")
     assert lf2win5.training == _load("win5").training
     assert lf2win5.model_copy(update={"training": ladfast2.training}) == ladfast2
+    lf2win3 = _load("lf2win3")
+    assert lf2win3.training == _load("win3").training
+    assert lf2win3.model_copy(update={"training": ladfast2.training}) == ladfast2
     deep32 = _load("deep32")
     assert deep32.network == baseline.network
     assert (deep32.search, deep32.selfplay) == (full32.search, full32.selfplay)
@@ -130,6 +133,7 @@ def test_the_target_screenings_change_one_switch_each_at_an_equal_budget() -> No
         "ladfast2",
         "lf2spr2",
         "lf2win5",
+        "lf2win3",
         "deep32",
         "surprise",
     ):
