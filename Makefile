@@ -25,14 +25,17 @@ export NUMBA_CACHE_DIR ?= $(CURDIR)/.numba_cache
 
 .PHONY: run test test-fast bench ui lint clean-venv
 
+# --no-compile: no bytecode for the 20,000 files installed, only for the modules imported, the
+# first time each is (uv's default): the install from a fresh clone took 88 and 91 s instead of
+# 170 and 156, and the first run 13 and 19 s longer (docs/benchmarks.md, "The install").
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip 2>&1 | $(QUIET_PIP)
-	$(BIN)/python -m pip install -q -c constraints.txt -e . 2>&1 | $(QUIET_PIP)
+	$(BIN)/python -m pip install -q --no-compile -c constraints.txt -e . 2>&1 | $(QUIET_PIP)
 	touch $(STAMP)
 
 $(DEV): $(STAMP) pyproject.toml constraints.txt
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]' 2>&1 | $(QUIET_PIP)
+	$(BIN)/python -m pip install -q --no-compile -c constraints.txt -e '.[dev]' 2>&1 | $(QUIET_PIP)
 	touch $(DEV)
 
 # numba's compile of self-play's kernels (about 40 CPU-s of one core) once after the install,

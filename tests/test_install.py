@@ -80,6 +80,8 @@ def test_make_run_installs_the_runtime_only(tmp_path: Path) -> None:
     assert installs["run"] and all("[dev]" not in line for line in installs["run"]), plan["run"]
     assert any("-e ." in line for line in installs["run"]), plan["run"]
     assert any("[dev]" in line for line in installs["test"]), plan["test"]
+    packages = [line for lines in installs.values() for line in lines if " -e " in line]
+    assert packages and all("--no-compile" in line for line in packages), plan
     commands = [line.split()[1] for line in plan["run"].splitlines() if "bin/tabula " in line]
     assert commands == ["compile", "run"], plan["run"]
 
