@@ -75,6 +75,9 @@ ON_QUICKSTART = (*MACHINE, TEN_ITERATION_WINDOW, "pipeline.iterations=1000")
 # (spr2, win5) and together (fresh).
 TWO_PASSES = "training.samples_per_row=2"
 FIVE_ITERATION_WINDOW = "training.window_games=1920"
+# The shorter window after it, screened at the quick start's budget (win3) and on the laptop
+# preset's settings at one core-hour (lf2win3).
+THREE_ITERATION_WINDOW = "training.window_games=1152"
 
 
 @dataclass(frozen=True)
@@ -267,7 +270,7 @@ CONFIGS = {
         " grows with the run, Wu 2019)",
     ),
     "win3": _screening(
-        ("training.window_games=1152",),
+        (THREE_ITERATION_WINDOW,),
         "win5, the quick start's default in config format 11, training on the last 3"
         " iterations' games instead of 5 (ours: whether the gain of 5 over 10 at the quick"
         " start's budget goes on; each row is still drawn about 4 times, within 3 iterations)",
@@ -344,7 +347,7 @@ CONFIGS = {
         " AMD EPYC with bf16; KataGo's window starts small, Wu 2019; docs/strength.md)",
     ),
     "lf2win3": _screening(
-        ("network.ladders=true", "selfplay.fast_simulations=2", "training.window_games=1152"),
+        ("network.ladders=true", "selfplay.fast_simulations=2", THREE_ITERATION_WINDOW),
         "ladfast2 training on the last 3 iterations' games instead of 10: lf2win5 (5 of 10)"
         " gained 7 games of 100 against GnuGo level 1 at one core-hour on a CPU without bf16,"
         " level head to head, and each shorter window gained at the quick start's budget (five"
