@@ -180,6 +180,29 @@ def _mend_rwlock(repo: Any) -> None:
             write_text(path, "{}")
 
 
+@contextmanager
+def _unfinished_transfers_forgotten(repo: Any, kind: str) -> Iterator[None]:
+    """Hold DVC's repository lock for a ``dvc push`` or ``dvc pull`` (``kind``: "push" or
+    "fetch"), with what earlier ones of that kind left in DVC's data index dropped first.
+
+    DVC lists the files a push or fetch must move in its data index (a SQLite database outside
+    the project, kept between processes), one tracked output at a time, under a key made of
+    the outputs' hashes; a later transfer of the same outputs that finds the key takes the list
+    as whole and moves only what it names. A transfer killed while it listed (a run killed in
+    an iteration's close) leaves the outputs listed so far: the next push of the iteration then
+    sent its self-play games and not its model, reported no error, and ``dvc status --cloud``
+    named the model as missing from the remote. DVC drops the whole index itself after a
+    transfer that moved anything, so dropping these keys first costs only a listing."""
+    from dvc.repo import lock_repo
+
+    with lock_repo(repo):
+        index = repo.data_index
+        if index.has_node((kind,)):
+            index.delete_node((kind,))
+            index.commit()
+        yield
+
+
 def ensure_repo(project: Path, remote: str) -> None:
     """Initialise DVC in ``project`` on first use and point its default remote at ``remote``.
 
@@ -392,7 +415,8 @@ def pull(project: Path, targets: Sequence[str]) -> None:
                 f"`dvc remote modify --local {REMOTE} url PATH_OR_URL`"
             )
         try:
-            repo.pull(targets=list(targets), force=True)
+            with _unfinished_transfers_forgotten(repo, "fetch"):
+                repo.pull(targets=list(targets), force=True)
         except DvcException as error:
             if (corrupt := _corrupt_dvc_file(project, error)) is not None:
                 raise corrupt from error
@@ -486,7 +510,8 @@ def _push_targets(project: Path, targets: list[str]) -> int:
         with _repo(project) as repo:
             url = _remote_url(repo) or "the default remote"
             try:
-                return int(repo.push(targets=targets) or 0)
+                with _unfinished_transfers_forgotten(repo, "push"):
+                    return int(repo.push(targets=targets) or 0)
             except (DvcException, OSError) as error:
                 if (corrupt := _corrupt_dvc_file(project, error)) is not None:
                     raise corrupt from error

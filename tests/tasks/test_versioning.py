@@ -1,17 +1,24 @@
-"""DVC's own lock files after a kill: a torn ``.dvc/tmp/rwlock`` stops no later DVC call; a
-stage's push to a DVC remote that is full: one line, no half-written copy, DVC's per-file
-tracebacks not printed, and the push goes through once there is space."""
+"""DVC's own records after a kill: a torn ``.dvc/tmp/rwlock`` stops no later DVC call, and a
+push killed while DVC listed what to send does not make the next push send less; a stage's
+push to a DVC remote that is full: one line, no half-written copy, DVC's per-file tracebacks
+not printed, and the push goes through once there is space."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tasks import versioning
 from tests.helpers.tmpfs import resize, tmpfs
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _project_with_a_stage(tmp_path: Path) -> Path:
@@ -194,3 +201,69 @@ def test_the_stages_committed_are_pushed_together_and_a_push_again_sends_nothing
     assert versioning.push_stages(project, project / "dvc.yaml") == 4  # (two folders of one file)
     assert versioning.status(project, cloud=True) == {}
     assert versioning.push_stages(project, project / "dvc.yaml") == 0
+
+
+#: A ``python -c`` program: ``versioning.push_stages`` (``argv[1]``: "push") of the stage file
+#: ``argv[3]``, or ``versioning.pull`` ("pull") of its stages, in the project ``argv[2]``,
+#: SIGKILLed as DVC begins listing the second output it is to move (the first output's list
+#: already committed to DVC's data index).
+_KILLED_WHILE_LISTING = """
+import os, signal, sys
+from pathlib import Path
+from dvc_data.index import collect
+listed = collect._collect_from_index
+calls = []
+def listing(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return listed(*args, **kwargs)
+collect._collect_from_index = listing
+from tasks import versioning
+kind, project, stage_file = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+if kind == "push":
+    versioning.push_stages(project, stage_file)
+else:
+    versioning.pull(project, [f"{stage_file.relative_to(project)}:{s}" for s in ("a", "b")])
+"""
+
+
+def _killed_while_listing(kind: str, project: Path, stage_file: Path) -> None:
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_WHILE_LISTING, kind, str(project), str(stage_file)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+
+
+def test_a_push_killed_while_dvc_listed_the_outputs_leaves_the_next_push_whole(
+    tmp_path: Path,
+) -> None:
+    """DVC keeps the list of files a push sends in a database outside the project and lists
+    one output at a time: a run killed in an iteration's close, in the middle of that list,
+    made the resumed close push the self-play games and not the model, with no error (CI saw
+    it once in the fault tests). The resumed push sends every output."""
+    project, folder = _run_with_two_stages(tmp_path)
+    versioning.commit_stage(project, folder / "dvc.yaml", "b", push=False)
+    _killed_while_listing("push", project, folder / "dvc.yaml")
+    assert versioning.status(project, cloud=True)  # (nothing was sent)
+    assert versioning.push_stages(project, folder / "dvc.yaml") == 4  # (two folders of one file)
+    assert versioning.status(project, cloud=True) == {}
+
+
+def test_a_pull_killed_while_dvc_listed_the_outputs_leaves_the_next_pull_whole(
+    tmp_path: Path,
+) -> None:
+    """The same list for a pull (DVC's fetch): after a pull killed in the middle of it, a
+    pull again brings every output back."""
+    project, folder = _run_with_two_stages(tmp_path)
+    versioning.commit_stage(project, folder / "dvc.yaml", "b", push=False)
+    versioning.push_stages(project, folder / "dvc.yaml")
+    for gone in (project / ".dvc" / "cache", folder / "a", folder / "b"):
+        shutil.rmtree(gone)
+    _killed_while_listing("pull", project, folder / "dvc.yaml")
+    versioning.pull(project, [f"{folder.relative_to(project)}/dvc.yaml:{s}" for s in ("a", "b")])
+    assert [(folder / s / "x.txt").read_text() for s in ("a", "b")] == ["a\n", "b\n"]
+    assert versioning.status(project) == {}
