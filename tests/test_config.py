@@ -92,7 +92,7 @@ def test_a_format_5_file_runs_without_a_budget_and_plays_anchors_every_iteration
     assert (cfg.evaluation.anchor_every, cfg.evaluation.random_every) == (1, 1)
     assert cfg.pipeline.config_version == 5
     today = Config()
-    assert (today.pipeline.hours, today.evaluation.anchor_every) == (0.19, 6)
+    assert (today.pipeline.hours, today.evaluation.anchor_every) == (0.2, 6)
 
 
 @pytest.mark.parametrize(
@@ -100,13 +100,14 @@ def test_a_format_5_file_runs_without_a_budget_and_plays_anchors_every_iteration
     [
         (6, "pipeline", "budget_shrink", None, 0.25),  # the last iteration whole or not at all
         (7, "evaluation", "anchor_every", 3, 6),  # the anchors every third iteration
-        (8, "pipeline", "hours", 0.15, 0.19),  # nine minutes of learning
+        (8, "pipeline", "hours", 0.15, 0.2),  # nine minutes of learning
         (9, "evaluation", "anchor_skip_near_last", False, True),  # every iteration in turn
         (10, "training", "window_games", 3840, 768),  # the last ten iterations' games
         (11, "training", "window_games", 1920, 768),  # the last five
         (12, "pipeline", "budget_stretch", None, 0.25),  # the last iteration never stretched
-        (13, "pipeline", "hours", 0.18, 0.19),  # 10.8 minutes of learning
+        (13, "pipeline", "hours", 0.18, 0.2),  # 10.8 minutes of learning
         (13, "training", "window_games", 1152, 768),  # the last three iterations' games
+        (14, "pipeline", "hours", 0.19, 0.2),  # 11.4 minutes of learning
     ],
 )
 def test_a_file_of_an_older_format_reads_a_field_left_out_as_it_ran(
@@ -485,7 +486,7 @@ def test_a_config_written_in_full_before_a_switch_existed_loads_as_it_ran() -> N
     }  # fmt: skip
     partial = parse_config("search:\n  simulations: 32\nnetwork:\n  blocks: 2\n")
     assert partial.search.algorithm == "gumbel" and partial.network.aux_heads
-    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 14
+    assert frozen.pipeline.config_version == 1 and partial.pipeline.config_version == 15
     assert parse_config(dump_config(frozen)) == frozen  # the dump says format 1
 
 
@@ -548,7 +549,7 @@ def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() ->
     deleted gets today's default; a file that says format 1 gets what format 1 ran with; a
     format from a newer tabula is refused with one line."""
     data = yaml.safe_load(dump_config(load_config(None)))
-    assert data["pipeline"]["config_version"] == 14
+    assert data["pipeline"]["config_version"] == 15
     del data["search"]["algorithm"], data["evaluation"]["gating"]
     today = parse_config(yaml.safe_dump(data))
     assert today.search.algorithm == "gumbel" and today.evaluation.gating is False
@@ -556,13 +557,13 @@ def test_a_config_that_says_its_format_reads_left_out_fields_as_that_format() ->
     assert old.search.algorithm == "puct" and old.network.aux_heads is False
     assert old.search.simulations == 32 and old.pipeline.config_version == 1
     for path in PRESETS:
-        assert load_config(path).pipeline.config_version == 14, path.name
+        assert load_config(path).pipeline.config_version == 15, path.name
     newer = "new.yaml: pipeline.config_version: written by a newer tabula: this one reads formats "
-    for text in ("pipeline:\n  config_version: 15\n",
-                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 15\n"):  # fmt: skip
+    for text in ("pipeline:\n  config_version: 16\n",
+                 "search:\n  a_later_field: 1\npipeline:\n  config_version: 16\n"):  # fmt: skip
         with pytest.raises(ConfigError) as e:
             parse_config(text, source="new.yaml")
-        assert str(e.value) == newer + "up to 14 (got 15)"
+        assert str(e.value) == newer + "up to 15 (got 16)"
     for text, key in [
         ("pipeline:\n  config_version: true\n", "pipeline.config_version"),
         ("pipeline:\n  config_version: 1.0\n", "pipeline.config_version"),

@@ -28,8 +28,9 @@ ALWAYS_WRITTEN = {
     "evaluation": ("gating_games", "gating_threshold", "simulations"),
     "pipeline": ("name", "iterations", "seed"),
 }
-#: The format of the configs this version writes (``pipeline.config_version``): 14 since the
-#: quick start learns for 0.19 hours on the last two iterations' games, 13 since a
+#: The format of the configs this version writes (``pipeline.config_version``): 15 since the
+#: quick start learns for 0.2 hours, 14 since it learned for 0.19 hours on the last two
+#: iterations' games, 13 since a
 #: budgeted run's last iteration stretches to the games that fit in its budget, 12 since the
 #: quick start trains on the last three iterations' games, 11 since it trained on the last
 #: five, 10 since an
@@ -42,7 +43,7 @@ ALWAYS_WRITTEN = {
 #: default learning rate is three times the paper's, 3 since the
 #: default took KataGo's playout caps as KataGo runs them, 2 since the quick start took the
 #: laptop preset's settings (docs/configuration.md); 1 before, when no file said its format.
-CONFIG_VERSION = 14
+CONFIG_VERSION = 15
 #: Per older format, the fields whose default changed when the next format came, and what a file
 #: of that format meant by leaving them out. Format 1 (2 to come): the search's early passes and
 #: own-eye fills (allowed until these switches came, off by default since), and the switches
@@ -58,7 +59,7 @@ CONFIG_VERSION = 14
 #: a window of the last 1,920 games (five of them). Format 12 (13 to come): a budget's last
 #: iteration planned as it was when the budget was planned, never stretched. Format 13 (14 to
 #: come): 10.8 minutes of learning (0.18 hours) on a window of the last 1,152 games (three
-#: iterations).
+#: iterations). Format 14 (15 to come): 11.4 minutes of learning (0.19 hours).
 CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     1: {
         ("search", "early_pass"): True,
@@ -111,6 +112,9 @@ CHANGED_AFTER: dict[int, dict[tuple[str, str], Any]] = {
     13: {
         ("pipeline", "hours"): 0.18,
         ("training", "window_games"): 1152,
+    },
+    14: {
+        ("pipeline", "hours"): 0.19,
     },
 }
 

@@ -671,7 +671,7 @@ class PipelineConfig(_Section):
         " --iterations, --core-hours nor --hours) on a run that has none yet; None: no budget.",
     )
     hours: float | None = Field(
-        default=0.19,
+        default=0.2,
         gt=0,
         description="The run's wall-clock budget in hours, likewise; None: no budget.",
     )

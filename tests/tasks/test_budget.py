@@ -450,8 +450,8 @@ def test_the_config_budget_applies_to_a_bare_first_start_only(tmp_path: Path) ->
 
     layout = RunLayout(tmp_path, "data", "run")
     quick = load_config(None)
-    assert (quick.pipeline.core_hours, quick.pipeline.hours) == (None, 0.19)
-    assert given_limits(quick, layout, None, None, None) == (None, 0.19)
+    assert (quick.pipeline.core_hours, quick.pipeline.hours) == (None, 0.2)
+    assert given_limits(quick, layout, None, None, None) == (None, 0.2)
     assert given_limits(quick, layout, 3, None, None) == (None, None)  # N iterations, no budget
     assert given_limits(quick, layout, None, 1.0, None) == (1.0, None)  # the CLI's alone
     own = load_config(None, ["pipeline.core_hours=0.5", "pipeline.hours=null"])
