@@ -236,6 +236,10 @@ def _killed_while_listing(kind: str, project: Path, stage_file: Path) -> None:
         text=True,
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    from dvc.repo import Repo
+
+    with Repo(str(project)) as repo:  # the kill left DVC's partial list behind
+        assert repo.data_index.has_node(("push" if kind == "push" else "fetch",))
 
 
 def test_a_push_killed_while_dvc_listed_the_outputs_leaves_the_next_push_whole(
