@@ -204,9 +204,9 @@ def test_the_stages_committed_are_pushed_together_and_a_push_again_sends_nothing
 
 
 #: A ``python -c`` program: ``versioning.push_stages`` (``argv[1]``: "push") of the stage file
-#: ``argv[3]``, or ``versioning.pull`` ("pull") of its stages, in the project ``argv[2]``,
-#: SIGKILLed as DVC begins listing the second output it is to move (the first output's list
-#: already committed to DVC's data index).
+#: ``argv[3]``, or ``versioning.pull`` ("fetch", DVC's name for a pull's transfer) of its
+#: stages, in the project ``argv[2]``, SIGKILLed as DVC begins listing the second output it is
+#: to move (the first output's list already committed to DVC's data index).
 _KILLED_WHILE_LISTING = """
 import os, signal, sys
 from pathlib import Path
@@ -229,6 +229,7 @@ else:
 
 
 def _killed_while_listing(kind: str, project: Path, stage_file: Path) -> None:
+    """Run `_KILLED_WHILE_LISTING`; ``kind`` is DVC's name for the transfer, "push" or "fetch"."""
     killed = subprocess.run(
         [sys.executable, "-c", _KILLED_WHILE_LISTING, kind, str(project), str(stage_file)],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -239,7 +240,7 @@ def _killed_while_listing(kind: str, project: Path, stage_file: Path) -> None:
     from dvc.repo import Repo
 
     with Repo(str(project)) as repo:  # the kill left DVC's partial list behind
-        assert repo.data_index.has_node(("push" if kind == "push" else "fetch",))
+        assert repo.data_index.has_node((kind,))
 
 
 def test_a_push_killed_while_dvc_listed_the_outputs_leaves_the_next_push_whole(
@@ -267,7 +268,7 @@ def test_a_pull_killed_while_dvc_listed_the_outputs_leaves_the_next_pull_whole(
     versioning.push_stages(project, folder / "dvc.yaml")
     for gone in (project / ".dvc" / "cache", folder / "a", folder / "b"):
         shutil.rmtree(gone)
-    _killed_while_listing("pull", project, folder / "dvc.yaml")
+    _killed_while_listing("fetch", project, folder / "dvc.yaml")
     versioning.pull(project, [f"{folder.relative_to(project)}/dvc.yaml:{s}" for s in ("a", "b")])
     assert [(folder / s / "x.txt").read_text() for s in ("a", "b")] == ["a\n", "b\n"]
     assert versioning.status(project) == {}
