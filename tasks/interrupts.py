@@ -7,12 +7,18 @@ heartbeats, its last log lines); a KeyboardInterrupt raised in between is droppe
 debug level: "BaseException was raised after user code finished executing") and the flow
 returns its result. A Ctrl-C at the end of an iteration would then let the run start the next
 one and finish with exit 0.
+
+An interrupt lands between any two lines, a database driver's too: a SQLite cursor stopped
+mid-statement holds the database's lock until it is freed, and the traceback keeps it alive,
+so the writes that record the stop would wait for that lock and fail (`free_unwound`).
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
+import traceback
 
 _received = threading.Event()
 
@@ -33,3 +39,20 @@ def raise_if_interrupted() -> None:
     dropped on the way (Prefect's engine), and the run must still stop."""
     if _received.is_set():
         raise KeyboardInterrupt("interrupted")
+
+
+def free_unwound(error: BaseException) -> None:
+    """Free what the frames ``error`` unwound (its causes' and contexts' too) still hold, and
+    collect it: a database cursor an interrupt stopped mid-statement, whose lock would keep
+    this process's next write waiting (MLflow's SQLite store waits 20 s, then fails). Frames
+    still running keep their locals; the traceback keeps its lines."""
+    seen: set[int] = set()
+    unwound: list[BaseException | None] = [error]
+    while unwound:
+        e = unwound.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        traceback.clear_frames(e.__traceback__)
+        unwound += [e.__cause__, e.__context__]
+    gc.collect()

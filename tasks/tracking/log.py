@@ -16,6 +16,7 @@ from typing import Any
 from prefect import task
 
 from tabula.config import Config, config_to_flat_dict, without_userinfo
+from tasks.interrupts import free_unwound
 from tasks.retry import IO_RETRIES
 from tasks.run.codec import to_json
 from tasks.run.layout import RunLayout
@@ -269,6 +270,7 @@ def fail(track: Tracking, error: BaseException, *, and_running: bool = False) ->
     holding the run's lock owns (an iteration's that the stop caught after MLflow created it
     and before the flow had its id). A tracking store that fails here too (the disk that
     stopped the stage is full) stays silent, so that ``error`` is the one line the user sees."""
+    free_unwound(error)  # (a cursor it stopped mid-statement would hold the store's lock)
     try:
         client = connect(track.uri)  # (imports MLflow, which sets its loggers' levels)
     except Exception:  # noqa: BLE001

@@ -144,6 +144,36 @@ def test_a_stop_ends_every_run_of_its_tabula_run_and_no_other(tmp_path: Path):
     assert status == {parent.run_id: "KILLED", child: "KILLED", theirs: "RUNNING"}
 
 
+def test_a_stop_that_interrupts_the_store_mid_statement_still_ends_the_run(tmp_path: Path):
+    """A SIGTERM's handler raises between any two lines, the database driver's too: here just
+    as a read's first row is fetched. The cursor it stops holds SQLite's lock while the
+    traceback keeps it alive; the stop's own writes (`tasks.tracking.fail`) still end the run
+    KILLED (MLflow's would wait 20 s for that lock, then fail, and the run stay RUNNING)."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from tabula.config import load_config
+    from tasks.run.layout import RunLayout
+    from tests.conftest import TINY
+
+    cfg = load_config(None, TINY)
+    track = tracking.open_pipeline_run.fn(cfg, RunLayout(tmp_path, "data", "tiny"), {})
+    client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, tmp_path)
+
+    def signal_handler_raises(conn, cursor, statement, *args) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            raise KeyboardInterrupt("signal 15")
+
+    event.listen(Engine, "after_cursor_execute", signal_handler_raises)
+    try:
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            client.search_runs([track.experiment_id])
+    finally:
+        event.remove(Engine, "after_cursor_execute", signal_handler_raises)
+    tracking.fail(track, stopped.value)
+    assert client.get_run(track.run_id).info.status == "KILLED"
+
+
 def test_the_handle_names_its_runs_and_pickles(tmp_path: Path):
     """An iteration's handle: its run, the pipeline's, or both (the log tasks' ``on``); a
     pipeline's handle names its own run for either; strings only, so it crosses to a Dask
