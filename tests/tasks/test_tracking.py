@@ -157,7 +157,8 @@ def test_a_stop_that_interrupts_the_store_mid_statement_still_ends_the_run(tmp_p
     from tests.conftest import TINY
 
     cfg = load_config(None, TINY)
-    track = tracking.open_pipeline_run.fn(cfg, RunLayout(tmp_path, "data", "tiny"), {})
+    layout = RunLayout(tmp_path, cfg.pipeline.data_dir, cfg.pipeline.name)
+    track = tracking.open_pipeline_run.fn(cfg, layout, {})
     client = tracking.connect(cfg.pipeline.mlflow_tracking_uri, tmp_path)
 
     def signal_handler_raises(conn, cursor, statement, *args) -> None:
